@@ -1,0 +1,138 @@
+"""Reference implementations of every op, in plain PyTorch.
+
+These define each op's contract (shapes, dtypes, semantics); kernels in the GPU backends must
+match them. Reductions run in float32 whatever the input dtype.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y = x @ W^T (+ b). x: [..., K], weight: [N, K] -> [..., N]."""
+    return F.linear(x, weight, bias)
+
+
+def embedding(ids: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """ids: [T] int64, table: [V, H] -> [T, H]."""
+    return table[ids]
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool = False) -> torch.Tensor:
+    """RMSNorm over the last dim. zero_centered scales by (1 + w) (Qwen3.5), else by w."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    w = weight.float()
+    y = y * (1.0 + w) if zero_centered else y * w
+    return y.to(x.dtype)
+
+
+def rms_norm_gated(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Gated DeltaNet output norm: plain-w RMSNorm of x, times silu(z). x, z: [..., D], weight: [D]."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    return (y * F.silu(z.float())).to(x.dtype)
+
+
+def rope_cos_sin(max_positions: int, rotary_dim: int, theta: float, scaling: dict | None = None,
+                 device=None) -> torch.Tensor:
+    """The cos/sin table every rope op reads: [max_positions, rotary_dim] as [cos | sin] halves."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "llama3":
+        inv_freq = _llama3_scale(inv_freq, scaling)
+    elif scaling and scaling.get("rope_type", scaling.get("type")) == "linear":
+        inv_freq = inv_freq / float(scaling["factor"])
+    t = torch.arange(max_positions, dtype=torch.float64)
+    freqs = torch.outer(t, inv_freq)  # [P, rotary_dim/2]
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).float().to(device)
+
+
+def _llama3_scale(inv_freq: torch.Tensor, s: dict) -> torch.Tensor:
+    import math
+
+    factor, lo, hi = float(s["factor"]), float(s["low_freq_factor"]), float(s["high_freq_factor"])
+    old = float(s["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv_freq
+    smooth = (old / wavelen - lo) / (hi - lo)
+    scaled = torch.where(wavelen > old / lo, inv_freq / factor, inv_freq)
+    mid = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    is_mid = (wavelen <= old / lo) & (wavelen >= old / hi)
+    return torch.where(is_mid, mid, scaled)
+
+
+def rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor
+         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate-half (NeoX) RoPE on the first rotary_dim dims of each head.
+
+    q: [T, Hq, D], k: [T, Hk, D], positions: [T] int64, cos_sin: [P, rotary_dim] -> (q, k) new tensors.
+    """
+    rd = cos_sin.shape[-1]
+    cs = cos_sin[positions]  # [T, rd]
+    cos, sin = cs[:, None, : rd // 2], cs[:, None, rd // 2:]
+
+    def rot(x):
+        xf = x.float()
+        x1, x2, rest = xf[..., : rd // 2], xf[..., rd // 2: rd], xf[..., rd:]
+        out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
+        return out.to(x.dtype)
+
+    return rot(q), rot(k)
+
+
+def silu_mul(x: torch.Tensor) -> torch.Tensor:
+    """SwiGLU: x = [gate | up] on the last dim -> silu(gate) * up."""
+    g, u = x.chunk(2, dim=-1)
+    return (F.silu(g.float()) * u.float()).to(x.dtype)
+
+
+def write_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+             slots: torch.Tensor) -> None:
+    """Store new keys/values. k, v: [T, Hk, D]; caches: [blocks, block_size, Hk, D]; slots: [T] int64."""
+    kc = k_cache.view(-1, *k_cache.shape[2:])
+    vc = v_cache.view(-1, *v_cache.shape[2:])
+    kc[slots] = k.to(kc.dtype)
+    vc[slots] = v.to(vc.dtype)
+
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    block_table: torch.Tensor, positions: torch.Tensor, scale: float) -> torch.Tensor:
+    """Causal attention of new queries over one sequence's paged cache (prefill, decode, verify).
+
+    q: [T, Hq, D]; caches: [blocks, block_size, Hk, D]; block_table: [n] int32; positions: [T] int64,
+    ascending, the position of each query: query i attends keys 0..positions[i]. -> [T, Hq, D].
+    """
+    T, Hq, D = q.shape
+    bs, Hk = k_cache.shape[1], k_cache.shape[2]
+    L = int(positions[-1].item()) + 1
+    nblk = (L + bs - 1) // bs
+    blocks = block_table[:nblk].long()
+    k = k_cache[blocks].reshape(-1, Hk, D)[:L].float()  # [L, Hk, D]
+    v = v_cache[blocks].reshape(-1, Hk, D)[:L].float()
+    g = Hq // Hk
+    qf = q.float().view(T, Hk, g, D)
+    s = torch.einsum("thgd,lhd->hgtl", qf, k) * scale  # [Hk, g, T, L]
+    mask = torch.arange(L, device=q.device)[None, :] > positions[:, None]  # [T, L]
+    s = s.masked_fill(mask, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    o = torch.einsum("hgtl,lhd->thgd", p, v)
+    return o.reshape(T, Hq, D).to(q.dtype)
+
+
+def argmax(logits: torch.Tensor) -> torch.Tensor:
+    """logits: [T, V] -> [T] int64, the greedy token of each row."""
+    return logits.argmax(dim=-1)
+
+
+OPS = {
+    "linear": linear,
+    "embedding": embedding,
+    "rms_norm": rms_norm,
+    "rms_norm_gated": rms_norm_gated,
+    "rope": rope,
+    "silu_mul": silu_mul,
+    "write_kv": write_kv,
+    "paged_attention": paged_attention,
+    "argmax": argmax,
+}
