@@ -1,0 +1,185 @@
+"""GGUF files (llama.cpp): a Hugging Face config synthesised from metadata, Hugging Face tensor
+names, llama's Q/K row permutation undone, and quantised tensors dequantised on read.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import NinferError
+from . import Checkpoint
+from .gguf_file import GGML_TYPES, GGUF_MAGIC, GGUFFile, TensorInfo
+from .gguf_quants import dequantize
+
+# GGUF architecture -> (Hugging Face architecture, model_type)
+ARCHITECTURES = {
+    "llama": ("LlamaForCausalLM", "llama"),
+    "qwen2": ("Qwen2ForCausalLM", "qwen2"),
+    "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+}
+
+# llama.cpp block tensor names -> Hugging Face names inside `model.layers.N.`
+_BLOCK_NAMES = {
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+    "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+}
+_TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+_BLOCK_RE = re.compile(r"^blk\.(\d+)\.(\w+)\.(weight|bias)$")
+
+
+def hf_tensor_name(gguf_name: str) -> str:
+    """`blk.3.attn_q.weight` -> `model.layers.3.self_attn.q_proj.weight`; unknown names pass through."""
+    m = _BLOCK_RE.match(gguf_name)
+    if m:
+        layer, part, kind = m.groups()
+        if part in _BLOCK_NAMES:
+            return f"model.layers.{layer}.{_BLOCK_NAMES[part]}.{kind}"
+        return gguf_name
+    base, _, kind = gguf_name.rpartition(".")
+    if base in _TOP_NAMES:
+        return f"{_TOP_NAMES[base]}.{kind}"
+    return gguf_name
+
+
+def unpermute_rows(rows: int, n_head: int) -> torch.Tensor:
+    """Row order that undoes llama.cpp's convert-time permute of q_proj/k_proj.
+
+    convert_hf_to_gguf.py reshapes rows as [head, 2, head_dim/2] and swaps the last two axes (so
+    rope pairs sit next to each other); the inverse reads rows [head, head_dim/2, 2] and swaps back.
+    """
+    half = rows // n_head // 2
+    return torch.arange(rows).reshape(n_head, half, 2).transpose(1, 2).reshape(-1)  # [rows]
+
+
+class GGUFCheckpoint(Checkpoint):
+    name = "gguf"
+
+    @staticmethod
+    def can_open(path: str) -> bool:
+        try:
+            with open(path, "rb") as f:
+                return f.read(4) == GGUF_MAGIC
+        except OSError:  # directories and unreadable paths belong to other readers
+            return False
+
+    @classmethod
+    def open(cls, path: str) -> "GGUFCheckpoint":
+        return cls(path)
+
+    def __init__(self, path: str):
+        self.path = path
+        self.file = GGUFFile(path)
+        self.metadata: dict[str, Any] = self.file.metadata
+        self._by_hf = {hf_tensor_name(n): info for n, info in self.file.tensors.items()}
+        self.config = self._synthesise_config()
+        self.generation_config: dict[str, Any] = {}
+        template = self.metadata.get("tokenizer.chat_template")
+        self.chat_template: str | None = template if isinstance(template, str) else None
+
+    # -- config --------------------------------------------------------------------------------
+    def _synthesise_config(self) -> dict[str, Any]:
+        md = self.metadata
+        arch = md.get("general.architecture", "unknown")
+        hf_arch, model_type = ARCHITECTURES.get(arch, (arch, arch))
+
+        def key(name, default=None):
+            v = md.get(f"{arch}.{name}", default)
+            return max(v) if isinstance(v, list) and v else v  # some files store per-layer lists
+
+        hidden, heads = key("embedding_length"), key("attention.head_count")
+        tokens = md.get("tokenizer.ggml.tokens")
+        cfg: dict[str, Any] = {
+            "architectures": [hf_arch],
+            "model_type": model_type,
+            "hidden_size": hidden,
+            "intermediate_size": key("feed_forward_length"),
+            "num_hidden_layers": key("block_count"),
+            "num_attention_heads": heads,
+            "num_key_value_heads": key("attention.head_count_kv", heads),
+            "head_dim": key("attention.key_length", hidden // heads if hidden and heads else None),
+            "rms_norm_eps": key("attention.layer_norm_rms_epsilon", 1e-6),
+            "rope_theta": key("rope.freq_base", 10000.0),
+            "vocab_size": key("vocab_size", len(tokens) if tokens else None),
+            "max_position_embeddings": key("context_length", 2048),
+            "tie_word_embeddings": "lm_head.weight" not in self._by_hf,
+            "hidden_act": "silu",
+            "attention_bias": "model.layers.0.self_attn.q_proj.bias" in self._by_hf,
+            "bos_token_id": md.get("tokenizer.ggml.bos_token_id"),
+            "eos_token_id": md.get("tokenizer.ggml.eos_token_id"),
+        }
+        scaling = key("rope.scaling.type")
+        if scaling in ("linear", "yarn"):
+            cfg["rope_scaling"] = {"rope_type": scaling, "factor": key("rope.scaling.factor", 1.0)}
+            if key("rope.scaling.original_context_length"):
+                cfg["rope_scaling"]["original_max_position_embeddings"] = key("rope.scaling.original_context_length")
+        return cfg
+
+    # -- tensors ---------------------------------------------------------------------------------
+    def tensor_names(self) -> list[str]:
+        return list(self._by_hf)
+
+    def tensor_info(self, name: str) -> TensorInfo:
+        try:
+            return self._by_hf[name]
+        except KeyError:
+            raise NinferError(f"{self.path} has no tensor {name}; the GGUF does not match its architecture "
+                              f"{self.config['architectures'][0]}.") from None
+
+    def tensor_shape(self, name: str) -> tuple[int, ...]:
+        return self.tensor_info(name).shape
+
+    def tensor_type(self, name: str) -> str:
+        """The ggml type the tensor is stored as, e.g. "Q8_0"."""
+        return self.tensor_info(name).type_name
+
+    def _row_order(self, name: str, rows: int) -> torch.Tensor | None:
+        """llama stores q_proj/k_proj rows permuted for interleaved rope; this undoes it."""
+        if self.config["model_type"] != "llama":
+            return None
+        if ".self_attn.q_proj." in name:
+            return unpermute_rows(rows, self.config["num_attention_heads"])
+        if ".self_attn.k_proj." in name:
+            return unpermute_rows(rows, self.config["num_key_value_heads"])
+        return None
+
+    def raw(self, name: str) -> torch.Tensor:
+        """The stored (possibly quantised) bytes, uint8 [rows, bytes per row], rows in HF order."""
+        info = self.tensor_info(name)
+        with warnings.catch_warnings():  # a read-only map: copy this one tensor, never the file
+            warnings.simplefilter("ignore")
+            raw = torch.from_numpy(np.array(self.file.raw_bytes(info)))  # [rows, row_bytes]
+        if len(info.shape) == 1:  # vectors (norms, biases) are one row; get() reorders their elements
+            return raw
+        order = self._row_order(name, raw.shape[0])
+        return raw[order] if order is not None else raw
+
+    def get(self, name: str) -> torch.Tensor:
+        info = self.tensor_info(name)
+        raw = self.raw(name)
+        _, _, block_bytes = GGML_TYPES[info.ggml_type]
+        out = dequantize(raw, info.type_name, block_bytes, info.shape)  # float32, PyTorch shape
+        if len(info.shape) == 1 and (order := self._row_order(name, info.shape[0])) is not None:
+            out = out[order]  # a q/k bias is permuted like the weight's rows
+        return out
+
+    # -- tokenizer and chat ----------------------------------------------------------------------
+    def tokenizer(self):
+        from ..tokenizer import Tokenizer
+
+        return Tokenizer.from_gguf(self.metadata)
+
+    def special_tokens(self) -> dict[str, str | None]:
+        tokens = self.metadata.get("tokenizer.ggml.tokens") or []
+
+        def text(key):
+            i = self.metadata.get(key)
+            return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else None
+
+        return {"bos_token": text("tokenizer.ggml.bos_token_id"), "eos_token": text("tokenizer.ggml.eos_token_id")}
