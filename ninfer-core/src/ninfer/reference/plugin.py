@@ -3,6 +3,7 @@
 from ..backends import ReferenceBackend
 from ..hookspecs import hookimpl
 from ..ops import OpImpl
+from . import gdn
 from . import ops as ref
 
 
@@ -16,6 +17,8 @@ def ninfer_register_ops(register):
     for op, fn in ref.OPS.items():
         if op in ("linear", "paged_attention"):
             continue
+        register(OpImpl(op=op, backend="reference", fn=fn, name=f"reference.{op}"))
+    for op, fn in gdn.OPS.items():  # the hybrid model's ops (Gated DeltaNet)
         register(OpImpl(op=op, backend="reference", fn=fn, name=f"reference.{op}"))
 
 

@@ -1,0 +1,231 @@
+"""The ``ninfer`` command line. Packages add commands through ``ninfer_register_commands``."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from .errors import NinferError
+
+
+def model_options(f):
+    f = click.option("--seed", type=int, default=None, help="Random seed for sampling.")(f)
+    f = click.option("--temperature", type=float, default=0.0, show_default=True, help="0 is greedy.")(f)
+    f = click.option("--max-tokens", type=int, default=256, show_default=True)(f)
+    f = click.option("--max-context", type=int, default=None, help="Context length to reserve KV cache for.")(f)
+    f = click.option("--backend", default="auto", show_default=True, help="Backend name, or auto.")(f)
+    f = click.option("--model", "-m", default=None, help="HF model directory or .gguf file (default: SmolLM2-135M).")(f)
+    return f
+
+
+def _load(model, backend, max_context, **kw):
+    from .llm import LLM
+
+    return LLM(model=model, backend=backend, max_context=max_context, **kw)
+
+
+@click.group()
+@click.version_option(package_name="ninfer-core")
+def cli():
+    """ninfer: fast LLM inference on one GPU (or the CPU)."""
+
+
+@cli.command()
+@click.argument("prompt")
+@model_options
+@click.option("--top-p", type=float, default=1.0)
+@click.option("--top-k", type=int, default=0)
+@click.option("--raw", is_flag=True, help="Send the prompt as is, without the chat template.")
+@click.option("--system", default=None, help="System message.")
+@click.option("--draft", default=None, help='Speculative drafters, e.g. "lookup", "mtp:3", "dflash+lookup:16".')
+def run(prompt, model, backend, max_context, max_tokens, temperature, seed, top_p, top_k, raw, system, draft):
+    """Answer PROMPT; the answer goes to stdout, timings to stderr."""
+    from .config.sampling import SamplingParams
+
+    llm = _load(model, backend, max_context, draft=draft)
+    click.echo(f"loaded {llm.model_name} on {llm.device} ({llm.backend}) in {llm.load_seconds:.1f}s", err=True)
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p, top_k=top_k)
+    if raw:
+        text = prompt
+    else:
+        msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+        text = llm.render_chat(msgs)
+    stats = None
+    for c in llm.generate_stream(text, params):
+        sys.stdout.write(c.text)
+        sys.stdout.flush()
+        stats = c.stats or stats
+    sys.stdout.write("\n")
+    _print_stats(stats)
+
+
+def _print_stats(s):
+    if not s:
+        return
+    line = (f"prompt {s['prompt_tokens']} tok, prefill {s['prefill_tok_s']:.1f} tok/s; generated "
+            f"{s['generated_tokens']} tok, decode {s['decode_tok_s']:.1f} tok/s")
+    if s.get("drafted_tokens"):
+        steps = max(s["verify_steps"], 1)
+        line += (f"; {s['generated_tokens'] / steps:.2f} tok/step, acceptance "
+                 f"{s['accepted_tokens'] / max(s['drafted_tokens'], 1):.0%}")
+    click.echo(line, err=True)
+
+
+@cli.command()
+@model_options
+@click.option("--system", default=None, help="System message.")
+def chat(model, backend, max_context, max_tokens, temperature, seed, system):
+    """Interactive chat that keeps the conversation; /exit or Ctrl-D ends it."""
+    from .config.sampling import SamplingParams
+
+    llm = _load(model, backend, max_context)
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    history = [{"role": "system", "content": system}] if system else []
+    click.echo(f"ninfer chat with {llm.model_name} ({llm.backend}); /exit to quit", err=True)
+    while True:
+        try:
+            line = input(">>> ")
+        except EOFError:
+            break
+        if line.strip() in ("/exit", "/quit"):
+            break
+        if not line.strip():
+            continue
+        history.append({"role": "user", "content": line})
+        pieces, stats = [], None
+        for c in llm.generate_stream(llm.render_chat(history), params):
+            sys.stdout.write(c.text)
+            sys.stdout.flush()
+            pieces.append(c.text)
+            stats = c.stats or stats
+        sys.stdout.write("\n")
+        history.append({"role": "assistant", "content": "".join(pieces)})
+        _print_stats(stats)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--explain", is_flag=True, help="Show which implementation serves each op here.")
+def backends(as_json, explain):
+    """Installed backends, whether each can run here and why, and what auto picks."""
+    import torch
+
+    from .backends import backend_statuses, choose_backend, default_device
+    from .ops import DeviceSpec, resolve
+
+    dev = default_device()
+    sts = backend_statuses(dev)
+    auto, why = choose_backend("auto", dev)
+    ops = None
+    if explain:
+        dtype = torch.float32 if dev.type == "cpu" else torch.bfloat16
+        ops = resolve(auto, DeviceSpec.of(dev, dtype)).explain()
+    if as_json:
+        out = {"device": str(dev), "backends": [s.as_dict() for s in sts], "auto": {"name": auto, "why": why}}
+        if ops is not None:
+            out["ops"] = ops
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(f"device: {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else ""))
+    for s in sts:
+        mark = "yes" if s.can_run else "no "
+        click.echo(f"  {s.name:10s} {mark}  {s.why}")
+    click.echo(f"auto: {why}")
+    if ops is not None:
+        click.echo("ops:")
+        for op, impl in ops.items():
+            click.echo(f"  {op:20s} {impl}")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+def plugins(as_json):
+    """Loaded plugins with distribution, version and hooks."""
+    from .plugins import list_plugins
+
+    items = list_plugins()
+    if as_json:
+        click.echo(json.dumps(items, indent=2))
+        return
+    for p in items:
+        status = f"  BROKEN: {p['error']}" if p.get("error") else ""
+        click.echo(f"{p['name']} ({p['distribution']} {p['version']}): {', '.join(p['hooks'])}{status}")
+
+
+@cli.command()
+@model_options
+@click.option("--prompt-tokens", type=int, default=128, show_default=True)
+@click.option("--new-tokens", type=int, default=64, show_default=True)
+@click.option("--peer", type=click.Choice(["none", "transformers"]), default="none", show_default=True,
+              help="Also measure a peer on the same model in the same process.")
+@click.option("--json", "as_json", is_flag=True)
+def bench(model, backend, max_context, max_tokens, temperature, seed, prompt_tokens, new_tokens, peer, as_json):
+    """Prefill and decode tok/s for fixed lengths (random prompt tokens, greedy, EOS ignored)."""
+    from .bench import run_bench
+
+    res = run_bench(model, backend, max_context, prompt_tokens, new_tokens, peer)
+    if as_json:
+        click.echo(json.dumps(res, indent=2))
+        return
+    for r in res["runs"]:
+        click.echo(f"{r['engine']:14s} prefill {r['prefill_tok_s']:9.1f} tok/s   decode {r['decode_tok_s']:8.1f} tok/s"
+                   f"   ({r['prompt_tokens']} prompt, {r['new_tokens']} new, {res['device']})")
+
+
+@cli.command()
+@click.argument("model", required=False)
+@click.option("--json", "as_json", is_flag=True)
+def info(model, as_json):
+    """What a checkpoint needs before loading it: weights, KV per token, state per sequence."""
+    from .memory import memory_report
+
+    rep = memory_report(model)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+        return
+    for k, v in rep.items():
+        click.echo(f"{k:28s} {v}")
+
+
+def _add_plugin_commands():
+    from .plugins import load_plugins
+
+    pm = load_plugins()
+    pm.hook.ninfer_register_commands(cli=cli)
+    try:
+        from .kernels.cli import kernels
+
+        cli.add_command(kernels)
+    except ImportError:
+        pass
+
+
+def main():
+    debug = bool(os.environ.get("NINFER_DEBUG"))
+    try:
+        _add_plugin_commands()
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except NinferError as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as e:
+        if debug:
+            raise
+        click.echo(f"Error: {type(e).__name__}: {e} (this is a bug in ninfer; NINFER_DEBUG=1 shows the traceback).",
+                   err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The model's shape, read from a Hugging Face style config dict (readers synthesise one for GGUF)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import NinferError
+
+
+@dataclass
+class ModelConfig:
+    architecture: str
+    model_type: str
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    rope_scaling: dict | None = None
+    partial_rotary_factor: float = 1.0
+    max_position_embeddings: int = 4096
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False  # Qwen2: q/k/v carry biases
+    qk_norm: bool = False  # Qwen3 / Qwen3.5: per-head RMSNorm of q and k before RoPE
+    attn_output_gate: bool = False  # Qwen3.5: q_proj also yields a sigmoid gate on the output
+    norm_zero_centered: bool = False  # Qwen3.5: RMSNorm scales by (1 + w)
+    layer_types: list[str] = field(default_factory=list)  # per layer: "full_attention" | "linear_attention"
+    bos_token_id: int | None = None
+    eos_token_ids: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # the raw config, for mixers that need more
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
+
+    @property
+    def attention_layers(self) -> list[int]:
+        return [i for i, t in enumerate(self.layer_types) if t == "full_attention"]
+
+
+def _eos_list(v) -> list[int]:
+    if v is None:
+        return []
+    return list(v) if isinstance(v, (list, tuple)) else [int(v)]
+
+
+def model_config_from_hf(cfg: dict) -> ModelConfig:
+    """Build a ModelConfig for a supported architecture, or say which ones are supported."""
+    from ..models import ARCHITECTURES
+
+    archs = cfg.get("architectures") or []
+    mt = cfg.get("model_type")
+    spec = None
+    for a in archs:
+        if a in ARCHITECTURES:
+            spec = ARCHITECTURES[a]
+            break
+    if spec is None:
+        for s in ARCHITECTURES.values():
+            if mt in s.model_types:
+                spec = s
+                break
+    if spec is None:
+        names = ", ".join(sorted(ARCHITECTURES))
+        got = ", ".join(archs) or mt or "none"
+        raise NinferError(f"Unsupported architecture {got}; ninfer supports: {names}.")
+    try:
+        return spec.config(cfg)
+    except KeyError as e:
+        raise NinferError(f"config.json lacks {e.args[0]!r}, which {spec.name} needs; use the model's original config.") from None
+
+
+def base_config(cfg: dict, architecture: str, **overrides) -> ModelConfig:
+    """Fields every decoder-only Llama-family config has."""
+    heads = cfg["num_attention_heads"]
+    hidden = cfg["hidden_size"]
+    n_layers = cfg["num_hidden_layers"]
+    fields = dict(
+        architecture=architecture,
+        model_type=cfg.get("model_type", ""),
+        hidden_size=hidden,
+        intermediate_size=cfg["intermediate_size"],
+        num_layers=n_layers,
+        num_heads=heads,
+        num_kv_heads=cfg.get("num_key_value_heads") or heads,
+        head_dim=cfg.get("head_dim") or hidden // heads,
+        vocab_size=cfg["vocab_size"],
+        rms_norm_eps=cfg.get("rms_norm_eps", 1e-6),
+        rope_theta=float(cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta", 10000.0)),
+        rope_scaling=cfg.get("rope_scaling"),
+        max_position_embeddings=cfg.get("max_position_embeddings", 4096),
+        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        layer_types=list(cfg.get("layer_types") or ["full_attention"] * n_layers),
+        bos_token_id=cfg.get("bos_token_id"),
+        eos_token_ids=_eos_list(cfg.get("eos_token_id")),
+        extra=cfg,
+    )
+    rp = cfg.get("rope_parameters")
+    if isinstance(rp, dict) and rp.get("rope_type", "default") not in ("default", None) and not fields["rope_scaling"]:
+        fields["rope_scaling"] = rp
+    fields.update(overrides)
+    return ModelConfig(**fields)

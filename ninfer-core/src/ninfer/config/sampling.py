@@ -1,0 +1,56 @@
+"""Sampling settings for one request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import NinferError
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0  # over prompt and output (HF/vLLM semantics)
+    presence_penalty: float = 0.0  # over output tokens (OpenAI semantics)
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = 256  # None: up to the end of the context
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    logprobs: int | None = None  # top-n logprobs per generated token
+
+    def __post_init__(self):
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = [s for s in (self.stop or []) if s]
+        self.stop_token_ids = list(self.stop_token_ids or [])
+        self.validate()
+
+    def validate(self) -> None:
+        def bad(msg):
+            raise NinferError(msg)
+
+        if self.temperature < 0:
+            bad(f"temperature must be >= 0, got {self.temperature}; use 0 for greedy decoding.")
+        if not 0 < self.top_p <= 1:
+            bad(f"top_p must be in (0, 1], got {self.top_p}.")
+        if self.top_k < 0:
+            bad(f"top_k must be >= 0 (0 turns it off), got {self.top_k}.")
+        if not 0 <= self.min_p <= 1:
+            bad(f"min_p must be in [0, 1], got {self.min_p}.")
+        if self.repetition_penalty <= 0:
+            bad(f"repetition_penalty must be > 0 (1 turns it off), got {self.repetition_penalty}.")
+        if not -2 <= self.presence_penalty <= 2 or not -2 <= self.frequency_penalty <= 2:
+            bad("presence_penalty and frequency_penalty must be in [-2, 2].")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            bad(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.logprobs is not None and not 0 <= self.logprobs <= 20:
+            bad(f"logprobs must be between 0 and 20, got {self.logprobs}.")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0 or self.top_k == 1

@@ -1,0 +1,1 @@
+"""Scheduler-free batch-1 engine: model runner, sampler, generation loop, detokenizer."""

@@ -1,0 +1,109 @@
+"""Load a cubin into PyTorch's CUDA context and launch its kernels on PyTorch's current stream.
+
+Arguments are passed as tensor ``data_ptr()``s and plain numbers, on
+``torch.cuda.current_stream().cuda_stream``, so a launch inside ``torch.cuda.graph`` is captured
+like any PyTorch kernel. No launch synchronises with the host.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import torch
+
+from ..errors import NinferError
+
+_lock = threading.Lock()
+
+
+def _driver():
+    from cuda.bindings import driver
+
+    return driver
+
+
+def _ok(result, what: str):
+    err = result[0]
+    if int(err) != 0:
+        raise NinferError(f"CUDA driver call {what} failed ({err.name}); check the GPU and its driver.")
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def _ensure_context(device_index: int):
+    """Make PyTorch's primary context current on this thread (the server runs the engine in a worker)."""
+    driver = _driver()
+    torch.cuda.init()
+    with torch.cuda.device(device_index):
+        torch.cuda.current_stream()  # creates the primary context if PyTorch has not yet
+    _ok(driver.cuInit(0), "cuInit")
+    ctx = _ok(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if int(ctx) == 0:
+        dev = _ok(driver.cuDeviceGet(device_index), "cuDeviceGet")
+        ctx = _ok(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        _ok(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+class Module:
+    """One loaded cubin on one device; ``module[name]`` gives a launchable :class:`Kernel`."""
+
+    def __init__(self, cubin: bytes, device_index: int, label: str = ""):
+        self.device_index = device_index
+        self.label = label
+        with _lock:
+            _ensure_context(device_index)
+            self._mod = _ok(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
+        self._kernels: dict[str, Kernel] = {}
+
+    def __getitem__(self, name: str) -> "Kernel":
+        k = self._kernels.get(name)
+        if k is None:
+            fn = _driver().cuModuleGetFunction(self._mod, name.encode())
+            if int(fn[0]) != 0:
+                raise NinferError(f"kernel {name!r} is not in {self.label or 'this module'}; "
+                                  "rebuild the backend's kernels (`ninfer kernels build`).")
+            k = self._kernels[name] = Kernel(fn[1], name)
+        return k
+
+
+class Kernel:
+    """A launchable kernel. Call with grid, block, args; tensors pass as pointers, ints as int32."""
+
+    def __init__(self, fn, name: str):
+        self.fn = fn
+        self.name = name
+        self._smem_set = 0
+
+    def set_max_dynamic_smem(self, nbytes: int):
+        """Opt in to more than 48 KB of dynamic shared memory for this kernel."""
+        if nbytes > self._smem_set:
+            drv = _driver()
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _ok(drv.cuFuncSetAttribute(self.fn, attr, nbytes), "cuFuncSetAttribute")
+            self._smem_set = nbytes
+
+    def __call__(self, grid, block, *args, smem: int = 0, stream=None):
+        vals = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                vals.append(ctypes.c_void_p(a.data_ptr()))
+            elif a is None:
+                vals.append(ctypes.c_void_p(0))
+            elif isinstance(a, bool):
+                vals.append(ctypes.c_int(int(a)))
+            elif isinstance(a, int):
+                vals.append(ctypes.c_int(a))
+            elif isinstance(a, float):
+                vals.append(ctypes.c_float(a))
+            elif isinstance(a, ctypes._SimpleCData):
+                vals.append(a)
+            else:
+                raise TypeError(f"kernel {self.name}: cannot pass {type(a).__name__}")
+        ptrs = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        bx, by, bz = (tuple(block) + (1, 1))[:3]
+        s = stream if stream is not None else torch.cuda.current_stream().cuda_stream
+        err = _driver().cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, smem, s, ctypes.addressof(ptrs), 0)[0]
+        if int(err) != 0:
+            raise NinferError(f"launching kernel {self.name} failed ({err.name}); "
+                              "check the GPU state and the launch shape.")

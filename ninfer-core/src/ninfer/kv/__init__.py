@@ -1,0 +1,1 @@
+"""KV cache (paged) and recurrent-state cache."""

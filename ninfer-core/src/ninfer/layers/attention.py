@@ -1,0 +1,61 @@
+"""Full attention over the paged KV cache: prefill, decode and verify are one code path.
+
+Options cover the Llama/Qwen family: q/k/v biases (Qwen2), per-head q/k RMSNorm (Qwen3, Qwen3.5),
+partial rotary and a sigmoid output gate carried in q_proj (Qwen3.5).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import register_mixer
+from .linear import Linear
+from .norm import RMSNorm
+
+
+@register_mixer("full_attention")
+class Attention:
+    def __init__(self, cfg, ops, layer_idx: int, kv_idx: int):
+        self.cfg, self.ops, self.kv_idx = cfg, ops, kv_idx
+        self.hq, self.hk, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.gated = cfg.attn_output_gate
+        q_out = self.hq * self.d * (2 if self.gated else 1)
+        self.qkv = Linear(ops, cfg.hidden_size, q_out + 2 * self.hk * self.d, bias=cfg.attention_bias)
+        self.o = Linear(ops, self.hq * self.d, cfg.hidden_size)
+        self.q_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None
+        self.scale = self.d ** -0.5
+
+    def weight_sources(self, prefix: str) -> dict[str, list[str]]:
+        p = f"{prefix}.self_attn"
+        src = {"qkv.weight": [f"{p}.q_proj.weight", f"{p}.k_proj.weight", f"{p}.v_proj.weight"],
+               "o.weight": [f"{p}.o_proj.weight"]}
+        if self.cfg.attention_bias:
+            src["qkv.bias"] = [f"{p}.q_proj.bias", f"{p}.k_proj.bias", f"{p}.v_proj.bias"]
+        if self.q_norm is not None:
+            src["q_norm.weight"] = [f"{p}.q_norm.weight"]
+            src["k_norm.weight"] = [f"{p}.k_norm.weight"]
+        return src
+
+    def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
+        T = x.shape[0]
+        qkv = self.qkv(x)
+        q_out = self.hq * self.d * (2 if self.gated else 1)
+        q, k, v = qkv.split([q_out, self.hk * self.d, self.hk * self.d], dim=-1)
+        gate = None
+        if self.gated:  # per head: [query(d) | gate(d)]
+            q, gate = q.view(T, self.hq, 2 * self.d).chunk(2, dim=-1)
+            gate = gate.reshape(T, self.hq * self.d)
+        q = q.reshape(T, self.hq, self.d)
+        k = k.reshape(T, self.hk, self.d)
+        v = v.reshape(T, self.hk, self.d)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.ops.rope(q, k, ctx.positions, ctx.cos_sin)
+        k_cache, v_cache = ctx.kv.k[self.kv_idx], ctx.kv.v[self.kv_idx]
+        self.ops.write_kv(k, v, k_cache, v_cache, ctx.slots)
+        o = self.ops.paged_attention(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale)
+        o = o.reshape(T, self.hq * self.d)
+        if gate is not None:
+            o = o * torch.sigmoid(gate)
+        return self.o(o)

@@ -1,0 +1,17 @@
+"""A linear layer: holds its weight in the backend's layout and calls the registered GEMM."""
+
+from __future__ import annotations
+
+import torch
+
+
+class Linear:
+    def __init__(self, ops, in_features: int, out_features: int, bias: bool = False):
+        self.ops = ops
+        self.in_features, self.out_features = in_features, out_features
+        self.weight: torch.Tensor | None = None  # [out, in]
+        self.bias: torch.Tensor | None = None
+        self.has_bias = bias
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ops.linear(x, self.weight, self.bias)

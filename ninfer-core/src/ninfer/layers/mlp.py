@@ -1,0 +1,21 @@
+"""SwiGLU MLP with gate and up projections fused into one GEMM."""
+
+from __future__ import annotations
+
+import torch
+
+from .linear import Linear
+
+
+class SwiGLU:
+    def __init__(self, ops, hidden: int, intermediate: int):
+        self.ops = ops
+        self.gate_up = Linear(ops, hidden, 2 * intermediate)  # rows: [gate | up]
+        self.down = Linear(ops, intermediate, hidden)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.ops.silu_mul(self.gate_up(x)))
+
+    def weight_sources(self, prefix: str) -> dict[str, list[str]]:
+        return {"gate_up.weight": [f"{prefix}.gate_proj.weight", f"{prefix}.up_proj.weight"],
+                "down.weight": [f"{prefix}.down_proj.weight"]}

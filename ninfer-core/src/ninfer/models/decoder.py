@@ -1,0 +1,78 @@
+"""The one decoder: embed -> [norm -> mixer -> norm -> MLP] x N -> norm -> lm_head.
+
+The mixer of each layer is chosen by ``config.layer_types`` from ``layers.MIXERS``, so a hybrid
+model adds a mixer, not a second model.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..layers import MIXERS
+from ..layers import attention as _attention  # noqa: F401  (registers "full_attention")
+from ..layers.linear import Linear
+from ..layers.mlp import SwiGLU
+from ..layers.norm import RMSNorm
+
+
+class DecoderBlock:
+    def __init__(self, cfg, ops, layer_idx: int, kv_idx: int):
+        t = cfg.layer_types[layer_idx]
+        if t not in MIXERS:
+            from ..errors import NinferError
+
+            raise NinferError(f"Layer type {t!r} has no mixer in this ninfer; supported: {', '.join(sorted(MIXERS))}.")
+        self.input_norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
+        self.mixer = MIXERS[t](cfg, ops, layer_idx, kv_idx)
+        self.post_norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
+        self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size)
+
+    def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
+        h = x + self.mixer(self.input_norm(x), ctx)
+        return h + self.mlp(self.post_norm(h))
+
+    def weight_sources(self, prefix: str) -> dict[str, list[str]]:
+        src = {"input_norm.weight": [f"{prefix}.input_layernorm.weight"],
+               "post_norm.weight": [f"{prefix}.post_attention_layernorm.weight"]}
+        src.update({f"mixer.{k}": v for k, v in self.mixer.weight_sources(prefix).items()})
+        src.update({f"mlp.{k}": v for k, v in self.mlp.weight_sources(f"{prefix}.mlp").items()})
+        return src
+
+
+class CausalLM:
+    def __init__(self, cfg, ops):
+        self.cfg, self.ops = cfg, ops
+        self.embed_tokens: torch.Tensor | None = None  # [V, H]
+        attn = cfg.attention_layers
+        self.kv_index = {layer: i for i, layer in enumerate(attn)}
+        self.layers = [DecoderBlock(cfg, ops, i, self.kv_index.get(i, -1)) for i in range(cfg.num_layers)]
+        self.norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
+        self.lm_head = Linear(ops, cfg.hidden_size, cfg.vocab_size)
+        self.extra_weights: dict[str, torch.Tensor] = {}  # e.g. mtp.* kept for the MTP drafter
+
+    def forward(self, ids: torch.Tensor, ctx) -> torch.Tensor:
+        """ids: [T] int64 -> final hidden states [T, H] (after the final norm)."""
+        x = self.ops.embedding(ids, self.embed_tokens)
+        for layer in self.layers:
+            x = layer(x, ctx)
+        ctx.hidden_pre_norm = x
+        return self.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden: [T, H] -> float32 logits [T, V]."""
+        return self.lm_head(hidden).float()
+
+    def weight_sources(self) -> dict[str, list[str]]:
+        """Our parameter path -> canonical checkpoint names concatenated (on dim 0) to make it."""
+        src = {"embed_tokens": ["model.embed_tokens.weight"], "norm.weight": ["model.norm.weight"]}
+        for i, layer in enumerate(self.layers):
+            src.update({f"layers.{i}.{k}": v for k, v in layer.weight_sources(f"model.layers.{i}").items()})
+        src["lm_head.weight"] = ["model.embed_tokens.weight"] if self.cfg.tie_word_embeddings else ["lm_head.weight"]
+        return src
+
+    def set_weight(self, path: str, tensor: torch.Tensor) -> None:
+        obj = self
+        parts = path.split(".")
+        for p in parts[:-1]:
+            obj = obj[int(p)] if p.isdigit() else getattr(obj, p)
+        setattr(obj, parts[-1], tensor)

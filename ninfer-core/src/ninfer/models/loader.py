@@ -1,0 +1,61 @@
+"""Stream weights from a memory-mapped checkpoint to the device, one tensor at a time.
+
+Each parameter is read from the map, fused if needed (q|k|v, gate|up), cast and moved; the CPU
+copy is dropped before the next one, so the model never exists twice in memory.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from tqdm import tqdm
+
+from ..errors import NinferError
+
+
+def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.device, progress: bool = True) -> None:
+    """names: canonical name -> candidate checkpoint names (the architecture's naming rules)."""
+    available = set(checkpoint.tensor_names())
+
+    def find(canonical: str) -> str:
+        for cand in names(canonical):
+            if cand in available:
+                return cand
+        raise NinferError(f"The checkpoint at {checkpoint.path} has no tensor {canonical!r}; "
+                          "is it complete and of the architecture its config names?")
+
+    sources = model.weight_sources()
+    total = sum(len(v) for v in sources.values())
+    bar = tqdm(total=total, desc="loading weights", unit="tensor", file=sys.stderr,
+               disable=None if progress else True, leave=False)
+    for path, canon in sources.items():
+        parts = [checkpoint.get(find(c)) for c in canon]
+        t = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+        model.set_weight(path, t.to(device=device, dtype=dtype).contiguous())
+        del parts, t
+        bar.update(len(canon))
+    bar.close()
+    _check_shapes(model)
+
+
+def _check_shapes(model) -> None:
+    from ..layers.linear import Linear
+
+    def walk(obj, path):
+        if isinstance(obj, Linear):
+            w = obj.weight
+            if w is not None and tuple(w.shape) != (obj.out_features, obj.in_features):
+                raise NinferError(f"Weight {path} has shape {tuple(w.shape)} but the config implies "
+                                  f"{(obj.out_features, obj.in_features)}; the config and weights disagree.")
+            return
+        for name, child in getattr(obj, "__dict__", {}).items():
+            if name in ("ops", "cfg"):
+                continue
+            if isinstance(child, list):
+                for i, c in enumerate(child):
+                    walk(c, f"{path}.{name}.{i}")
+            elif hasattr(child, "__dict__") and not isinstance(child, torch.Tensor):
+                walk(child, f"{path}.{name}")
+
+    walk(model, "model")
