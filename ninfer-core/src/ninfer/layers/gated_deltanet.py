@@ -1,0 +1,99 @@
+"""The Gated DeltaNet mixer (Qwen3.5 "linear_attention" layers).
+
+x -> [q|k|v|z] and [b|a] projections -> depthwise causal conv1d + SiLU on q|k|v -> gated delta
+rule (q/k L2-normalised inside the op, 16 key heads shared by 48 value heads) -> RMSNorm with
+plain w, gated by silu(z) -> out_proj. Decay g = -exp(A_log) * softplus(a + dt_bias), write
+strength beta = sigmoid(b).
+
+Prefill runs the chunked form, decode the recurrent one, verify the recurrent form that keeps the
+state after each position (``kv.recurrent.RecurrentState.commit_verify``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from . import register_mixer
+from .linear import Linear
+
+
+@dataclass(frozen=True)
+class GDNShape:
+    key_heads: int
+    value_heads: int
+    key_dim: int  # per head
+    value_dim: int  # per head
+    conv_kernel: int
+
+    @classmethod
+    def from_config(cls, cfg) -> "GDNShape":
+        e = cfg.extra
+        return cls(int(e["linear_num_key_heads"]), int(e["linear_num_value_heads"]),
+                   int(e["linear_key_head_dim"]), int(e["linear_value_head_dim"]),
+                   int(e.get("linear_conv_kernel_dim", 4)))
+
+    @property
+    def conv_dim(self) -> int:  # channels through the conv: q, k and v
+        return 2 * self.key_heads * self.key_dim + self.value_heads * self.value_dim
+
+    def num_layers(self, cfg) -> int:
+        return cfg.layer_types.count("linear_attention")
+
+
+@register_mixer("linear_attention")
+class GatedDeltaNet:
+    def __init__(self, cfg, ops, layer_idx: int, kv_idx: int):
+        self.cfg, self.ops = cfg, ops
+        self.shape = s = GDNShape.from_config(cfg)
+        self.state_idx = cfg.layer_types[:layer_idx].count("linear_attention")  # index into RecurrentState
+        self.qk_width = s.key_heads * s.key_dim
+        self.v_width = s.value_heads * s.value_dim
+        # one GEMM for q|k|v|z and one for b|a (fused from in_proj_qkv + in_proj_z, in_proj_b + in_proj_a)
+        self.in_proj = Linear(ops, cfg.hidden_size, s.conv_dim + self.v_width)
+        self.in_proj_ba = Linear(ops, cfg.hidden_size, 2 * s.value_heads)
+        self.out_proj = Linear(ops, self.v_width, cfg.hidden_size)
+        self.conv_weight: torch.Tensor | None = None  # [C, 1, K] as stored
+        self.A_log: torch.Tensor | None = None  # [H]
+        self.dt_bias: torch.Tensor | None = None  # [H]
+        self.norm_weight: torch.Tensor | None = None  # [Dv], plain w (not zero-centred)
+
+    def weight_sources(self, prefix: str) -> dict[str, list[str]]:
+        p = f"{prefix}.linear_attn"
+        return {"in_proj.weight": [f"{p}.in_proj_qkv.weight", f"{p}.in_proj_z.weight"],
+                "in_proj_ba.weight": [f"{p}.in_proj_b.weight", f"{p}.in_proj_a.weight"],
+                "out_proj.weight": [f"{p}.out_proj.weight"],
+                "conv_weight": [f"{p}.conv1d.weight"],
+                "A_log": [f"{p}.A_log"], "dt_bias": [f"{p}.dt_bias"],
+                "norm_weight": [f"{p}.norm.weight"]}
+
+    def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
+        s, ops, state, i = self.shape, self.ops, ctx.state, self.state_idx
+        if state is None:
+            raise RuntimeError("a Gated DeltaNet layer needs ctx.state (a kv.recurrent.RecurrentState)")
+        T = x.shape[0]
+        mixed, z = self.in_proj(x).split([s.conv_dim, self.v_width], dim=-1)  # [T, C], [T, H*Dv]
+        b, a = self.in_proj_ba(x).split([s.value_heads, s.value_heads], dim=-1)  # [T, H] each
+        w = self.conv_weight.view(s.conv_dim, s.conv_kernel)  # [C, K]
+        conv = ops.causal_conv1d_prefill if ctx.phase == "prefill" else ops.causal_conv1d_update
+        y, conv_state = conv(mixed, w, None, state.conv[i])  # [T, C], [C, K-1]
+        q, k, v = y.split([self.qk_width, self.qk_width, self.v_width], dim=-1)
+        q = q.reshape(T, s.key_heads, s.key_dim)
+        k = k.reshape(T, s.key_heads, s.key_dim)
+        v = v.reshape(T, s.value_heads, s.value_dim)
+        beta = torch.sigmoid(b)  # [T, H], in the model dtype as transformers does
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # [T, H] fp32
+        if ctx.phase == "prefill":
+            o, ssm = ops.gdn_chunked(q, k, v, g, beta, state.ssm[i])
+            state.commit(i, conv_state, ssm, T)
+        elif ctx.phase == "decode":
+            o, ssm = ops.gdn_recurrent(q, k, v, g, beta, state.ssm[i])
+            state.commit(i, conv_state, ssm, T)
+        else:  # verify: keep the state after every position for keep(accepted)
+            o, states = ops.gdn_recurrent_states(q, k, v, g, beta, state.ssm[i])
+            state.commit_verify(i, mixed, states)
+        o = ops.rms_norm_gated(o, z.reshape(T, s.value_heads, s.value_dim), self.norm_weight,
+                               self.cfg.rms_norm_eps)  # [T, H, Dv]
+        return self.out_proj(o.reshape(T, self.v_width))
