@@ -140,8 +140,13 @@ def q6_k(b):
     return (d * q.reshape(n, 16, 16).float()).reshape(n, QK_K)
 
 
+def _plain(dtype):
+    return lambda b: b.contiguous().view(dtype).float()
+
+
 DEQUANTIZERS = {
-    "F32": f32, "F16": f16, "BF16": bf16, "Q8_0": q8_0, "Q4_0": q4_0, "Q4_1": q4_1,
+    "F32": f32, "F16": f16, "BF16": bf16, "F64": _plain(torch.float64), "I8": _plain(torch.int8),
+    "I16": _plain(torch.int16), "I32": _plain(torch.int32), "I64": _plain(torch.int64), "Q8_0": q8_0, "Q4_0": q4_0, "Q4_1": q4_1,
     "Q5_0": q5_0, "Q5_1": q5_1, "Q2_K": q2_k, "Q3_K": q3_k, "Q4_K": q4_k, "Q5_K": q5_k, "Q6_K": q6_k,
 }
 
