@@ -13,9 +13,9 @@ import torch
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
-
 from ninfer.errors import NinferError
 from ninfer.weights.gguf import GGUFCheckpoint, hf_tensor_name
+from ninfer.weights.gguf_quants import dequantize, q4_1
 
 QUANTIZABLE = [Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.BF16]  # gguf.quants.quantize supports these
 # K-quants: random bytes with sane fp16 scales at these byte offsets in each block
@@ -192,8 +192,6 @@ def test_smollm2_tensors_equal_gguf_package(smollm2, smollm2_gguf):
             continue  # one tensor of each type, plus the whole last block
         seen.add(t.tensor_type.name)
         info = smollm2.file.tensors[t.name]
-        from ninfer.weights.gguf_quants import dequantize
-
         ours = dequantize(torch.from_numpy(np.array(smollm2.file.raw_bytes(info))), info.type_name,
                           gguf.GGML_QUANT_SIZES[t.tensor_type][1], info.shape)
         ref = gguf_dequantize(t.data, t.tensor_type)
@@ -239,8 +237,6 @@ def test_smollm2_raw_rows_follow_hf_order(smollm2):
     raw = smollm2.raw(name)
     assert smollm2.tensor_type(name) == "Q4_1" and raw.dtype == torch.uint8
     assert raw.shape == (192, 576 // 32 * 20)  # [rows, bytes per row]
-    from ninfer.weights.gguf_quants import q4_1
-
     assert torch.equal(q4_1(raw.reshape(-1, 20)).reshape(192, 576), smollm2.get(name))
 
 
