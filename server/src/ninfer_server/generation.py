@@ -1,0 +1,212 @@
+"""From a parsed API request to engine work and back: prompt, sampling, and output events.
+
+Both APIs share this: they turn their request into a :class:`Plan`, then turn the :class:`Event` s
+of :func:`run` into their own wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from ninfer.chat.reasoning import ReasoningParser, prompt_opens_reasoning
+from ninfer.chat.tool_parsers import ToolCallDelta, ToolCallParser
+from ninfer.config.sampling import SamplingParams
+from ninfer.errors import ContextLengthError, NinferError
+
+from .errors import APIError
+from .worker import Job, QueueFullError
+
+# For templates that do not render tools (e.g. SmolLM2): the Hermes instructions Qwen2.5 uses.
+HERMES_TOOL_PROMPT = """# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{tools}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{{"name": <function-name>, "arguments": <args-json-object>}}
+</tool_call>"""
+
+
+@dataclass
+class Plan:
+    prompt_ids: list[int]
+    params: SamplingParams
+    tools: list | None = None  # OpenAI-shaped; their schemas type Qwen3-Coder parameter values
+    parse_tools: bool = False
+    parse_reasoning: bool = False
+    start_in_reasoning: bool = False
+    prefill: str = ""  # text the server wrote into the assistant turn (tool_choice); part of the output
+
+
+@dataclass
+class Event:
+    kind: str  # reasoning | content | tool | logprobs | keepalive | finish | error
+    text: str = ""
+    tool: ToolCallDelta | None = None
+    logprobs: list | None = None
+    finish_reason: str | None = None  # stop | length | tool_calls | cancelled
+    stop_sequence: str | None = None
+    usage: dict = field(default_factory=dict)
+    error: APIError | None = None
+
+
+def sampling_params(**fields) -> SamplingParams:
+    try:
+        return SamplingParams(**{k: v for k, v in fields.items() if v is not None})
+    except NinferError as e:
+        raise APIError(400, str(e)) from None
+
+
+def check_fits(llm, n_prompt: int, max_tokens: int | None) -> None:
+    """A prompt that leaves no room, or max_tokens the context can never hold, is the client's error."""
+    if n_prompt >= llm.max_context:
+        raise APIError(400, f"The prompt has {n_prompt} tokens but this model's context holds "
+                            f"{llm.max_context}; shorten the prompt.", "messages", "context_length_exceeded")
+    if max_tokens is not None and max_tokens > llm.max_context:
+        raise APIError(400, f"max_tokens is {max_tokens} but this model's context holds {llm.max_context} "
+                            "tokens; ask for fewer.", "max_tokens", "context_length_exceeded")
+
+
+def _with_tool_prompt(messages: list[dict], tools: list) -> list[dict]:
+    text = HERMES_TOOL_PROMPT.format(tools="\n".join(json.dumps(t, ensure_ascii=False) for t in tools))
+    if messages and messages[0]["role"] == "system":
+        return [{**messages[0], "content": messages[0]["content"] + "\n\n" + text}] + messages[1:]
+    return [{"role": "system", "content": text}] + messages
+
+
+def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | None = None,
+              tool_choice="auto", enable_thinking: bool | None = None, template_kwargs: dict | None = None,
+              check: bool = True) -> Plan:
+    """Render the conversation with the model's own template; steer ``tool_choice`` by prefill.
+
+    ``none``: tools are not shown and not parsed. ``required``: the assistant turn is prefilled with
+    ``<tool_call>``, so the model must write a call. A named tool: the prefill also names it, in the
+    form (Hermes JSON or Qwen3-Coder XML) the template teaches.
+    """
+    kw = dict(template_kwargs or {})
+    tools = tools if tools and tool_choice != "none" else None
+    try:
+        prompt = llm.render_chat(messages, tools=tools, enable_thinking=enable_thinking, **kw)
+        if tools and prompt == llm.render_chat(messages, enable_thinking=enable_thinking, **kw):
+            prompt = llm.render_chat(_with_tool_prompt(messages, tools), enable_thinking=enable_thinking, **kw)
+    except NinferError as e:
+        raise APIError(400, str(e), "messages") from None
+    prefill = ""
+    if tools and tool_choice not in (None, "auto"):
+        xml = "<function=" in prompt
+        if tool_choice == "required":
+            prefill = "<tool_call>\n"
+        else:
+            name = tool_choice
+            if name not in {t["function"]["name"] for t in tools}:
+                raise APIError(400, f"tool_choice names {name!r}, which is not among the tools given.", "tool_choice")
+            prefill = f"<tool_call>\n<function={name}>\n" if xml else \
+                f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
+        if prompt_opens_reasoning(prompt):  # a forced call skips thinking
+            prompt = prompt + "\n</think>\n\n"
+    start_in_reasoning = not prefill and prompt_opens_reasoning(prompt)
+    ids = llm.tokenizer.encode(prompt + prefill)
+    if check:
+        check_fits(llm, len(ids), params.max_tokens)
+    return Plan(ids, params, tools, bool(tools), not prefill, start_in_reasoning, prefill)
+
+
+def completion_plan(llm, prompt, params: SamplingParams) -> Plan:
+    ids = llm.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+    if not ids:
+        raise APIError(400, "The prompt is empty; give at least one token of text.", "prompt")
+    check_fits(llm, len(ids), params.max_tokens)
+    return Plan(ids, params)
+
+
+class OutputParser:
+    """Text deltas -> reasoning / content / tool-call events (tools only outside reasoning)."""
+
+    def __init__(self, plan: Plan):
+        self.reasoning = ReasoningParser(plan.start_in_reasoning) if plan.parse_reasoning else None
+        self.tools = ToolCallParser(plan.tools) if plan.parse_tools else None
+        self.n_calls = 0
+
+    def feed(self, text: str, final: bool = False) -> list[Event]:
+        thought, content = self.reasoning.feed(text) if self.reasoning else ("", text)
+        if final and self.reasoning:
+            r2, c2 = self.reasoning.finish()
+            thought, content = thought + r2, content + c2
+        out = [Event("reasoning", thought)] if thought else []
+        deltas: list = []
+        if self.tools:
+            content, deltas = self.tools.feed(content)
+            if final:
+                c2, d2 = self.tools.finish()
+                content, deltas = content + c2, deltas + d2
+        if content:
+            out.append(Event("content", content))
+        self.n_calls += sum(1 for d in deltas if d.name is not None)
+        return out + [Event("tool", tool=d) for d in deltas]
+
+
+def _error_of(e: Exception) -> APIError:
+    if isinstance(e, ContextLengthError):
+        return APIError(400, str(e), "messages", "context_length_exceeded")
+    if isinstance(e, NinferError):
+        return APIError(400, str(e))
+    return APIError(500, f"The engine failed on this request ({type(e).__name__}); see the server log.")
+
+
+def submit(worker, plan: Plan) -> Job:
+    """Queue the request now, so a full queue is a 429 before any response starts."""
+    job = Job("req_" + uuid.uuid4().hex[:16], plan.prompt_ids, plan.params, asyncio.get_running_loop())
+    try:
+        worker.submit(job)
+    except QueueFullError as e:
+        raise APIError(429, str(e), code="rate_limit_exceeded") from None
+    return job
+
+
+async def run(worker, job: Job, plan: Plan, keepalive_s: float = 10.0) -> AsyncIterator[Event]:
+    """Yield the events of a submitted request; leaving early (a disconnect) cancels it in the engine."""
+    parser = OutputParser(plan)
+    ids, text, finish = [], plan.prefill, None
+    try:
+        for ev in parser.feed(plan.prefill):
+            yield ev
+        while True:
+            try:
+                kind, value = await asyncio.wait_for(job.results.get(), keepalive_s)
+            except asyncio.TimeoutError:
+                yield Event("keepalive")  # long prefill or a queue: keep proxies and clients patient
+                continue
+            if kind == "error":
+                yield Event("error", error=_error_of(value))
+                return
+            if kind == "done":
+                break
+            ids += value.token_ids
+            text += value.text
+            if value.logprobs:
+                yield Event("logprobs", logprobs=value.logprobs)
+            for ev in parser.feed(value.text, final=value.finish_reason is not None):
+                yield ev
+            finish = value.finish_reason or finish
+        if finish is None:
+            return
+        stop_seq = None
+        if finish == "stop" and plan.params.stop and ids and ids[-1] not in worker.llm.eos_token_ids:
+            rest = worker.llm.tokenizer.decode(ids)[len(text) - len(plan.prefill):]
+            found = [(rest.find(s), s) for s in plan.params.stop if s in rest]
+            stop_seq = min(found)[1] if found else None
+        if finish == "stop" and parser.n_calls:
+            finish = "tool_calls"
+        usage = {"prompt_tokens": len(plan.prompt_ids), "completion_tokens": len(ids)}
+        yield Event("finish", finish_reason=finish, stop_sequence=stop_seq, usage=usage)
+    finally:
+        job.cancel.set()  # a no-op after a normal end; stops the engine when the client has gone

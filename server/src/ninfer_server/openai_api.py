@@ -1,0 +1,306 @@
+"""OpenAI-compatible routes: /v1/models, /v1/chat/completions, /v1/completions."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Union
+
+import msgspec
+from litestar import Request, Response, get, post
+
+from .common import ServerState, check_model, collect, decode_body, first_error, gone_response, sse_response
+from .errors import APIError
+from .generation import Event, chat_plan, completion_plan, sampling_params
+
+Content = Union[str, list[dict], None]
+
+
+class ChatMessage(msgspec.Struct):
+    role: str
+    content: Content = None
+    name: str | None = None
+    tool_calls: list[dict] | None = None
+    tool_call_id: str | None = None
+    reasoning_content: str | None = None
+
+
+class FunctionDef(msgspec.Struct):
+    name: str
+    description: str | None = None
+    parameters: dict | None = None
+
+
+class ToolDef(msgspec.Struct):
+    function: FunctionDef
+    type: str = "function"
+
+
+class Sampling(msgspec.Struct):
+    model: str
+    stream: bool = False
+    stream_options: dict | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repetition_penalty: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+    stop: Union[str, list[str], None] = None
+    n: int | None = None
+    ignore_eos: bool | None = None
+
+
+class ChatRequest(Sampling):
+    messages: list[ChatMessage] = []
+    max_completion_tokens: int | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: Union[str, dict, None] = None
+    chat_template_kwargs: dict | None = None
+
+
+class CompletionRequest(Sampling):
+    prompt: Union[str, list[str], list[int]] = ""
+    logprobs: int | None = None
+
+
+def _params(req, max_tokens, logprobs):
+    if req.n not in (None, 1):
+        raise APIError(400, f"n must be 1 (this server generates one choice per request), got {req.n}.", "n")
+    if max_tokens is not None and max_tokens < 1:
+        raise APIError(400, f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
+    stop = [req.stop] if isinstance(req.stop, str) else req.stop
+    params = sampling_params(
+        temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
+        presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
+        repetition_penalty=req.repetition_penalty, seed=req.seed, stop=stop, ignore_eos=req.ignore_eos,
+        logprobs=logprobs)
+    params.max_tokens = max_tokens  # None: up to the end of the context, as OpenAI's chat does
+    return params
+
+
+def _text(content: Content, where: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    parts = []
+    for part in content:
+        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise APIError(400, f"{where}: only text content parts are supported, got {part.get('type')!r}.", where)
+        parts.append(part["text"])
+    return "".join(parts)
+
+
+def _messages(req: ChatRequest) -> list[dict]:
+    if not req.messages:
+        raise APIError(400, "messages must hold at least one message.", "messages")
+    out = []
+    for i, m in enumerate(req.messages):
+        role = "system" if m.role == "developer" else m.role
+        if role not in ("system", "user", "assistant", "tool"):
+            raise APIError(400, f"messages[{i}].role must be system, user, assistant or tool, got {m.role!r}.",
+                           f"messages.{i}.role")
+        msg = {"role": role, "content": _text(m.content, f"messages.{i}.content")}
+        if m.tool_calls:
+            msg["tool_calls"] = [_call_for_template(c) for c in m.tool_calls]
+        if m.tool_call_id:
+            msg["tool_call_id"] = m.tool_call_id
+        if m.name:
+            msg["name"] = m.name
+        if m.reasoning_content:
+            msg["reasoning_content"] = m.reasoning_content
+        out.append(msg)
+    return out
+
+
+def _call_for_template(call: dict) -> dict:
+    """Templates (Qwen) iterate arguments as a mapping; the API carries them as JSON text."""
+    fn = dict(call.get("function") or {})
+    if isinstance(fn.get("arguments"), str):
+        try:
+            fn["arguments"] = json.loads(fn["arguments"])
+        except ValueError:
+            pass
+    return {**call, "function": fn}
+
+
+def _tool_choice(choice, tools):
+    if choice is None:
+        return "auto" if tools else "none"
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        if not isinstance(name, str):
+            raise APIError(400, 'tool_choice must be "auto", "none", "required" or '
+                                '{"type": "function", "function": {"name": ...}}.', "tool_choice")
+        return name
+    if choice not in ("auto", "none", "required"):
+        raise APIError(400, f'tool_choice must be "auto", "none", "required" or a named function, got {choice!r}.',
+                       "tool_choice")
+    return choice
+
+
+def _logprobs_content(llm, lps: list) -> list[dict]:
+    def entry(tid, lp):
+        tok = llm.tokenizer.decode([tid])
+        return {"token": tok, "logprob": lp, "bytes": list(tok.encode())}
+
+    return [{**entry(x["token_id"], x["logprob"]), "top_logprobs": [entry(t, v) for t, v in x["top"]]} for x in lps]
+
+
+def _usage(ev: Event) -> dict:
+    u = ev.usage
+    return {**u, "total_tokens": u["prompt_tokens"] + u["completion_tokens"]}
+
+
+@get("/v1/models")
+async def list_models(server: ServerState) -> Response:
+    now = int(time.time())
+    data = [{"id": n, "object": "model", "created": now, "owned_by": "ninfer",
+             "max_model_len": server.llm.max_context} for n in server.model_names]
+    return Response({"object": "list", "data": data})
+
+
+@post("/v1/chat/completions", status_code=200)
+async def chat_completions(request: Request, server: ServerState) -> Response:
+    req = await decode_body(request, ChatRequest)
+    model = check_model(server, req.model)
+    max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    params = _params(req, max_tokens, logprobs)
+    tools = [msgspec.to_builtins(t) for t in req.tools] if req.tools else None
+    kwargs = dict(req.chat_template_kwargs or {})
+    plan = chat_plan(server.llm, _messages(req), params, tools, _tool_choice(req.tool_choice, tools),
+                     kwargs.pop("enable_thinking", None), kwargs)
+    rid, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
+    head = {"id": rid, "object": "chat.completion", "created": created, "model": model}
+    if not req.stream:
+        events = await collect(request, server, plan)
+        if events is None:
+            return gone_response()
+        first_error(events)
+        return Response(_chat_body(server.llm, head, events))
+    usage_asked = bool((req.stream_options or {}).get("include_usage"))
+    return sse_response(request, server, plan, lambda evs: _chat_frames(server.llm, head, evs, usage_asked))
+
+
+def _chat_body(llm, head: dict, events: list[Event]) -> dict:
+    content, reasoning, calls, lps, fin = "", "", {}, [], events[-1]
+    for ev in events:
+        if ev.kind == "content":
+            content += ev.text
+        elif ev.kind == "reasoning":
+            reasoning += ev.text
+        elif ev.kind == "logprobs":
+            lps += ev.logprobs
+        elif ev.kind == "tool":
+            d = ev.tool
+            if d.name is not None:
+                calls[d.index] = {"id": d.id, "type": "function", "function": {"name": d.name, "arguments": ""}}
+            calls[d.index]["function"]["arguments"] += d.arguments
+    msg = {"role": "assistant", "content": content if content or not calls else None}
+    if reasoning:
+        msg["reasoning_content"] = msg["reasoning"] = reasoning
+    if calls:
+        msg["tool_calls"] = [calls[i] for i in sorted(calls)]
+    choice = {"index": 0, "message": msg, "finish_reason": fin.finish_reason,
+              "logprobs": {"content": _logprobs_content(llm, lps)} if lps else None}
+    return {**head, "choices": [choice], "usage": _usage(fin)}
+
+
+async def _chat_frames(llm, head: dict, events, usage_asked: bool):
+    head = {**head, "object": "chat.completion.chunk"}
+
+    def frame(delta=None, finish=None, logprobs=None, usage=None) -> bytes:
+        body = {**head, "choices": [] if delta is None else
+                [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
+        if usage_asked:
+            body["usage"] = usage
+        return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+    yield frame({"role": "assistant", "content": ""})  # the role, once, first
+    async for ev in events:
+        if ev.kind == "keepalive":
+            yield b": keep-alive\n\n"
+        elif ev.kind == "error":
+            raise ev.error
+        elif ev.kind == "content":
+            yield frame({"content": ev.text})
+        elif ev.kind == "reasoning":
+            yield frame({"reasoning_content": ev.text, "reasoning": ev.text})
+        elif ev.kind == "logprobs":
+            yield frame({}, logprobs={"content": _logprobs_content(llm, ev.logprobs)})
+        elif ev.kind == "tool":
+            d = ev.tool
+            call = {"index": d.index, "function": {"arguments": d.arguments}}
+            if d.name is not None:
+                call = {"index": d.index, "id": d.id, "type": "function",
+                        "function": {"name": d.name, "arguments": d.arguments}}
+            yield frame({"tool_calls": [call]})
+        elif ev.kind == "finish":
+            yield frame({}, ev.finish_reason)
+            if usage_asked:
+                yield frame(usage=_usage(ev))
+    yield b"data: [DONE]\n\n"
+
+
+@post("/v1/completions", status_code=200)
+async def completions(request: Request, server: ServerState) -> Response:
+    req = await decode_body(request, CompletionRequest)
+    model = check_model(server, req.model)
+    prompt = req.prompt
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
+        if len(prompt) != 1:
+            raise APIError(400, "prompt must be one string (batches of prompts are not supported).", "prompt")
+        prompt = prompt[0]
+    max_tokens = 16 if req.max_tokens is None else req.max_tokens  # OpenAI's default for completions
+    params = _params(req, max_tokens, req.logprobs)
+    plan = completion_plan(server.llm, prompt, params)
+    head = {"id": "cmpl-" + uuid.uuid4().hex[:24], "object": "text_completion", "created": int(time.time()),
+            "model": model}
+    if not req.stream:
+        events = await collect(request, server, plan)
+        if events is None:
+            return gone_response()
+        first_error(events)
+        text = "".join(ev.text for ev in events if ev.kind == "content")
+        lps = [x for ev in events if ev.kind == "logprobs" for x in ev.logprobs]
+        choice = {"index": 0, "text": text, "finish_reason": events[-1].finish_reason,
+                  "logprobs": _completion_logprobs(server.llm, lps) if lps else None}
+        return Response({**head, "choices": [choice], "usage": _usage(events[-1])})
+    usage_asked = bool((req.stream_options or {}).get("include_usage"))
+    return sse_response(request, server, plan, lambda evs: _completion_frames(server.llm, head, evs, usage_asked))
+
+
+def _completion_logprobs(llm, lps: list) -> dict:
+    toks = [llm.tokenizer.decode([x["token_id"]]) for x in lps]
+    return {"tokens": toks, "token_logprobs": [x["logprob"] for x in lps],
+            "top_logprobs": [{llm.tokenizer.decode([t]): v for t, v in x["top"]} for x in lps]}
+
+
+async def _completion_frames(llm, head: dict, events, usage_asked: bool):
+    def frame(text=None, finish=None, logprobs=None, usage=None) -> bytes:
+        body = {**head, "choices": [] if text is None else
+                [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}]}
+        if usage_asked:
+            body["usage"] = usage
+        return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+    async for ev in events:
+        if ev.kind == "keepalive":
+            yield b": keep-alive\n\n"
+        elif ev.kind == "error":
+            raise ev.error
+        elif ev.kind == "content":
+            yield frame(ev.text)
+        elif ev.kind == "logprobs":
+            yield frame("", logprobs=_completion_logprobs(llm, ev.logprobs))
+        elif ev.kind == "finish":
+            yield frame("", ev.finish_reason)
+            if usage_asked:
+                yield frame(usage=_usage(ev))
+    yield b"data: [DONE]\n\n"
