@@ -1,0 +1,39 @@
+"""Registers the sm86 backend and its kernels with ninfer."""
+
+import torch
+
+from ninfer.hookspecs import hookimpl
+from ninfer.kernels.ops import op_impls
+
+from . import LIBRARY, Sm86Backend
+
+
+def _runs_here(spec) -> bool:
+    return Sm86Backend.check(torch.device("cuda", spec.index))[0]
+
+
+def _impls(ops):
+    return [i for i in op_impls("sm86", LIBRARY, _runs_here) if i.op in ops]
+
+
+@hookimpl
+def ninfer_register_backends(register):
+    register(Sm86Backend)
+
+
+@hookimpl
+def ninfer_register_ops(register):
+    for impl in _impls({"rms_norm", "rms_norm_gated", "rope", "silu_mul", "write_kv", "argmax"}):
+        register(impl)
+
+
+@hookimpl
+def ninfer_register_gemm(register):
+    for impl in _impls({"linear"}):
+        register(impl)
+
+
+@hookimpl
+def ninfer_register_attention(register):
+    for impl in _impls({"paged_attention"}):
+        register(impl)

@@ -1,0 +1,11 @@
+// ninfer-sm90: Hopper (H100, H200). bf16 and fp16. Weight streams ask L2 for 256-byte prefetch and keep
+// 8 16-byte loads in flight per lane: HBM3e needs many bytes in flight per SM to reach its bandwidth.
+#define NINFER_L2_PREFETCH_256B
+#define NINFER_GEMV_WARPS 4
+#define NINFER_GEMV_UNROLL 8
+#define NINFER_ATTN_WARPS 4
+#include <ninfer/kernels.cuh>
+
+NINFER_KERNELS(bf16, __nv_bfloat16)
+NINFER_KERNELS(f16, __half)
+NINFER_COMMON_KERNELS()

@@ -1,0 +1,79 @@
+"""Paged attention launcher: flash-decoding kernels for decode/verify (T <= 16), torch SDPA for prefill.
+
+Decode and verify never read the context length on the host: the split count comes from the block
+table's length (its capacity), splits past a row's position exit at once, so one CUDA graph serves
+every length up to that capacity. Prefill (not graph-captured) gathers the used blocks and calls
+``torch.nn.functional.scaled_dot_product_attention``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..reference import ops as ref
+from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
+
+DECODE_MAX_TOKENS = 16
+ROWS_PER_BLOCK = 8  # NINFER_ATTN_ROWS in kernels.cuh
+MAX_SPLIT = 256  # NINFER_ATTN_CMAX
+
+
+def split_size(capacity: int) -> int:
+    """Keys per split: about 128 splits over the capacity, a power of two in [32, 256]."""
+    c = 32
+    while c < MAX_SPLIT and c * 128 < capacity:
+        c *= 2
+    return c
+
+
+def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
+    """Causal attention for a prefill chunk through torch SDPA over the gathered blocks."""
+    T, Hq, D = q.shape
+    bs, Hk = k_cache.shape[1], k_cache.shape[2]
+    first, last = positions[[0, -1]].tolist()  # prefill may sync: it is never graph-captured
+    L = last + 1
+    blocks = block_table[: (L + bs - 1) // bs].long()
+    k = k_cache[blocks].reshape(-1, Hk, D)[:L].transpose(0, 1)  # [Hk, L, D]
+    v = v_cache[blocks].reshape(-1, Hk, D)[:L].transpose(0, 1)
+    qh = q.transpose(0, 1)  # [Hq, T, D]
+    if first == 0 and T == L:
+        o = F.scaled_dot_product_attention(qh[None], k[None], v[None], is_causal=True, scale=scale,
+                                           enable_gqa=True)
+    else:
+        mask = torch.arange(L, device=q.device)[None, :] <= positions[:, None]  # [T, L], True = attend
+        o = F.scaled_dot_product_attention(qh[None], k[None], v[None], attn_mask=mask, scale=scale,
+                                           enable_gqa=True)
+    return o[0].transpose(0, 1).contiguous()  # [T, Hq, D]
+
+
+def make_paged_attention(lib: KernelLibrary):
+    warps = lib.tuning("NINFER_ATTN_WARPS", 4)
+
+    def paged_attention(q, k_cache, v_cache, block_table, positions, scale):
+        T, Hq, D = q.shape
+        nblocks, bs, Hk, Dk = k_cache.shape
+        s = DTYPE_SUFFIX.get(q.dtype) if q.is_cuda and q.dtype in lib.dtypes else None
+        if (s is None or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype or D not in ATTN_HEAD_DIMS
+                or Dk != D or Hq % Hk or q.stride(2) != 1 or q.stride(1) != D or q.stride(0) % 8
+                or not (k_cache.is_contiguous() and v_cache.is_contiguous())):
+            return ref.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
+        if T > DECODE_MAX_TOKENS:
+            return prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale)
+        bt = block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)
+        bt = bt.contiguous()
+        pos = positions if positions.dtype == torch.int64 else positions.to(torch.int64)
+        C = split_size(bt.shape[0] * bs)
+        S = (bt.shape[0] * bs + C - 1) // C
+        part_o = torch.empty(T, Hq, S, D, dtype=torch.float32, device=q.device)  # [T, Hq, S, D]
+        part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
+        out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
+        rows = T * (Hq // Hk)
+        mod = lib.module(q.device)
+        mod[f"attention_split_{s}_d{D}"]((Hk, S, (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK), (warps * 32,),
+                                         q, k_cache, v_cache, bt, pos.contiguous(), part_o, part_ml, T, Hq, Hk,
+                                         bs, S, C, q.stride(0), float(scale))
+        mod[f"attention_combine_{s}"]((T * Hq,), (D,), part_o, part_ml, pos, out, Hq, S, C, D)
+        return out
+
+    return paged_attention

@@ -1,0 +1,164 @@
+// Paged attention for decode and verify (flash-decoding): the context is cut into splits of C keys;
+// one block per (kv head, split, chunk of up to R query rows) writes an unnormalised partial output with
+// its row max and sum, and a combine kernel merges the splits. Query rows of one kv head (GQA group x
+// tokens) share every K/V load. Causal per row: query t sees keys 0..positions[t]. Nothing here reads
+// the context length on the host, so a CUDA graph replays it for any length up to the block table's.
+#pragma once
+#include "common.cuh"
+
+namespace ninfer {
+
+// Query row `row` of kv head `kvh` is token row / grp, head kvh * grp + row % grp: its index in [T * Hq].
+__device__ __forceinline__ i64 out_index(int row, int grp, int Hq, int kvh) {
+    return (i64)(row / grp) * Hq + kvh * grp + row % grp;
+}
+
+// grid (Hk, S, ceil(T * G / R)), block NW * 32 threads; C <= CMAX keys per split.
+// q: [T, Hq, D] (rows at q_stride); caches [blocks, bs, Hk, D]; part_o: [T, Hq, S, D]; part_ml: [T, Hq, S, 2].
+template <typename T, int D, int R, int CMAX, int NW>
+__device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
+                                                const T *__restrict__ v_cache, const int *__restrict__ block_table,
+                                                const i64 *__restrict__ positions, float *__restrict__ part_o,
+                                                float *__restrict__ part_ml, int ntok, int Hq, int Hk, int bs, int S,
+                                                int C, int q_stride, float scale) {
+    constexpr int G = D / 8;     // lanes per key row, 16 bytes each
+    constexpr int KPW = 32 / G;  // keys a warp handles per step
+    __shared__ float s_p[R][CMAX];
+    __shared__ float s_o[R][D];
+    const int kvh = blockIdx.x, split = blockIdx.y;
+    const int grp = Hq / Hk;
+    const int row0 = blockIdx.z * R;
+    const int nr = min(R, ntok * grp - row0);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / G, gl = lane % G;
+    const int key0 = split * C;
+    const int t_last = (row0 + nr - 1) / grp;
+    const int nkeys = min(C, (int)(positions[t_last] + 1) - key0);
+
+    int lim[R];  // local key j is visible to row r iff j <= lim[r]
+#pragma unroll
+    for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
+    if (nkeys <= 0) {  // this split lies past every row's context: mark it empty
+        for (int r = threadIdx.x; r < nr; r += blockDim.x) {
+            const i64 o = out_index(row0 + r, grp, Hq, kvh);
+            part_ml[(o * S + split) * 2] = neg_inf();
+            part_ml[(o * S + split) * 2 + 1] = 0.f;
+        }
+        return;
+    }
+    for (int i = threadIdx.x; i < R * D; i += blockDim.x) s_o[i / D][i % D] = 0.f;
+
+    // phase 1: scores s[r][j] = scale * q_r . k_j
+    {
+        float qf[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int row = row0 + min(r, nr - 1);
+            const int t = row / grp, h = kvh * grp + row % grp;
+            unpack8<T>(*reinterpret_cast<const uint4 *>(q + (i64)t * q_stride + (i64)h * D + gl * 8), qf[r]);
+#pragma unroll
+            for (int i = 0; i < 8; i++) qf[r][i] *= scale;
+        }
+        // the loop runs warp-uniformly (the shuffles need every lane); lanes past the end compute junk
+        for (int jb = warp * KPW; jb < nkeys; jb += NW * KPW) {
+            const int j = jb + sub;
+            const int key = key0 + min(j, nkeys - 1);
+            const i64 slot = (i64)block_table[key / bs] * bs + key % bs;
+            float kf[8];
+            unpack8<T>(*reinterpret_cast<const uint4 *>(k_cache + (slot * Hk + kvh) * D + gl * 8), kf);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float d = 0.f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) d = fmaf(qf[r][i], kf[i], d);
+#pragma unroll
+                for (int o = G / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                if (gl == 0 && r < nr && j < nkeys) s_p[r][j] = j <= lim[r] ? d : neg_inf();
+            }
+        }
+    }
+    __syncthreads();
+
+    // phase 2: per row max, probabilities and their sum
+    for (int r = warp; r < nr; r += NW) {
+        float m = neg_inf();
+        for (int j = lane; j < nkeys; j += 32) m = fmaxf(m, s_p[r][j]);
+        m = warp_max(m);
+        float l = 0.f;
+        for (int j = lane; j < nkeys; j += 32) {
+            const float p = m == neg_inf() ? 0.f : __expf(s_p[r][j] - m);
+            s_p[r][j] = p;
+            l += p;
+        }
+        l = warp_sum(l);
+        if (lane == 0) {
+            const i64 o = out_index(row0 + r, grp, Hq, kvh);
+            part_ml[(o * S + split) * 2] = m;
+            part_ml[(o * S + split) * 2 + 1] = l;
+        }
+    }
+    __syncthreads();
+
+    // phase 3: o[r] = sum_j p[r][j] * v_j
+    {
+        float acc[R][8];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[r][i] = 0.f;
+        for (int j = warp * KPW + sub; j < nkeys; j += NW * KPW) {
+            const int key = key0 + j;
+            const i64 slot = (i64)block_table[key / bs] * bs + key % bs;
+            float vf[8];
+            unpack8<T>(*reinterpret_cast<const uint4 *>(v_cache + (slot * Hk + kvh) * D + gl * 8), vf);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float p = s_p[r][j];
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc[r][i] = fmaf(p, vf[i], acc[r][i]);
+            }
+        }
+#pragma unroll
+        for (int o = G; o < 32; o <<= 1)
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], o);
+        if (sub == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (r < nr)
+#pragma unroll
+                    for (int i = 0; i < 8; i++) atomicAdd(&s_o[r][gl * 8 + i], acc[r][i]);
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < nr * D; i += blockDim.x) {
+        const int r = i / D, d = i % D;
+        const i64 o = out_index(row0 + r, grp, Hq, kvh);
+        part_o[(o * S + split) * D + d] = s_o[r][d];
+    }
+}
+
+// grid T * Hq, block D threads: merge the splits of each row, weighting each by exp(m_s - max m).
+template <typename T>
+__device__ __forceinline__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
+                                                  const i64 *__restrict__ positions, T *__restrict__ out, int Hq,
+                                                  int S, int C, int D) {
+    const i64 row = blockIdx.x;
+    const int t = (int)(row / Hq), d = threadIdx.x;
+    const int ns = min(S, (int)((positions[t] + C) / C));  // splits holding keys 0..positions[t]
+    const float *ml = part_ml + row * S * 2;
+    float M = neg_inf();
+    for (int s = 0; s < ns; s++) M = fmaxf(M, ml[2 * s]);
+    float num = 0.f, den = 0.f;
+    for (int s = 0; s < ns; s++) {
+        const float m = ml[2 * s];
+        if (m == neg_inf()) continue;
+        const float w = __expf(m - M);
+        den += w * ml[2 * s + 1];
+        if (d < D) num += w * part_o[(row * S + s) * D + d];
+    }
+    if (d < D) out[row * D + d] = from_f<T>(num / den);
+}
+
+}  // namespace ninfer

@@ -1,0 +1,77 @@
+// Shared device helpers for every ninfer backend: dtype conversion, 16-byte vectors, reductions.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace ninfer {
+
+typedef long long i64;
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// 8 half-precision values travel as one 16-byte vector.
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4 &v, float *f) {
+    const T *e = reinterpret_cast<const T *>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = to_f(e[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float *f) {
+    uint4 v;
+    T *e = reinterpret_cast<T *>(&v);
+#pragma unroll
+    for (int i = 0; i < 8; i++) e[i] = from_f<T>(f[i]);
+    return v;
+}
+
+// Weights are read once per token: stream them past L1. Backends for sm_80+ ask for 256-byte L2
+// prefetch, which keeps more bytes in flight per load (NINFER_L2_PREFETCH_256B).
+__device__ __forceinline__ uint4 load_stream(const uint4 *p) {
+#if defined(NINFER_L2_PREFETCH_256B) && __CUDA_ARCH__ >= 800
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+#else
+    return __ldg(p);
+#endif
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the blockDim.x threads of one row (a multiple of 32, at most 1024); `scratch` holds 32 floats
+// per row of the block.
+__device__ __forceinline__ float row_sum(float v, float *scratch) {
+    v = warp_sum(v);
+    int nw = blockDim.x / 32;
+    if (nw == 1) return v;
+    int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __syncthreads();
+    if (lane == 0) scratch[w] = v;
+    __syncthreads();
+    float s = lane < nw ? scratch[lane] : 0.f;
+    return warp_sum(s);
+}
+
+}  // namespace ninfer

@@ -1,0 +1,75 @@
+// SwiGLU, KV-cache writes and greedy argmax: small memory-bound kernels.
+#pragma once
+#include "common.cuh"
+
+namespace ninfer {
+
+// x: [T, 2I] = [gate | up] -> y: [T, I] = silu(gate) * up; one thread per 8 outputs. Needs I % 8 == 0.
+template <typename T>
+__device__ __forceinline__ void silu_mul(const T *__restrict__ x, T *__restrict__ y, int ntok, int I) {
+    const int IV = I / 8;
+    const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (i64)ntok * IV) return;
+    const i64 t = idx / IV, j = idx % IV;
+    const uint4 *xr = reinterpret_cast<const uint4 *>(x + t * 2 * I);
+    float g[8], u[8];
+    unpack8<T>(xr[j], g);
+    unpack8<T>(xr[IV + j], u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) g[i] = g[i] / (1.f + expf(-g[i])) * u[i];
+    reinterpret_cast<uint4 *>(y + t * I)[j] = pack8<T>(g);
+}
+
+// k, v: [T, Hk, D] rows at k_stride / v_stride; caches [blocks, block_size, Hk, D]; slots: [T].
+// Grid T, each thread moves 16 bytes. Needs Hk * D % 8 == 0.
+template <typename T>
+__device__ __forceinline__ void write_kv(const T *__restrict__ k, const T *__restrict__ v, T *__restrict__ k_cache,
+                                         T *__restrict__ v_cache, const i64 *__restrict__ slots, int row,
+                                         int k_stride, int v_stride) {
+    const int t = blockIdx.x;
+    const i64 slot = slots[t];
+    const uint4 *ks = reinterpret_cast<const uint4 *>(k + (i64)t * k_stride);
+    const uint4 *vs = reinterpret_cast<const uint4 *>(v + (i64)t * v_stride);
+    uint4 *kd = reinterpret_cast<uint4 *>(k_cache + slot * row);
+    uint4 *vd = reinterpret_cast<uint4 *>(v_cache + slot * row);
+    for (int i = threadIdx.x; i < row / 8; i += blockDim.x) {
+        kd[i] = ks[i];
+        vd[i] = vs[i];
+    }
+}
+
+// logits: [T, V] -> out[T] int64, the first index of the row's maximum. One block per row.
+template <typename T>
+__device__ __forceinline__ void argmax(const T *__restrict__ logits, i64 *__restrict__ out, int V) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const T *row = logits + (i64)blockIdx.x * V;
+    float best = neg_inf();
+    int bi = 0x7fffffff;
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
+        const float f = to_f(row[i]);
+        if (f > best) { best = f; bi = i; }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+    }
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    if (lane == 0) { sv[w] = best; si[w] = bi; }
+    __syncthreads();
+    if (w == 0) {
+        best = lane < nw ? sv[lane] : neg_inf();
+        bi = lane < nw ? si[lane] : 0x7fffffff;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+        }
+        if (lane == 0) out[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
+    }
+}
+
+}  // namespace ninfer

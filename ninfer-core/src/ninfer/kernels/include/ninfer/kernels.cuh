@@ -1,0 +1,79 @@
+// The entry points every backend compiles: NINFER_KERNELS(suffix, type) instantiates them for one dtype.
+// A backend's kernels.cu sets its tuning macros (below, with defaults) and the dtypes it serves, then
+// includes this file. Python (ninfer.kernels.library) knows these names.
+#pragma once
+#include "attention.cuh"
+#include "elementwise.cuh"
+#include "gemv.cuh"
+#include "norm.cuh"
+#include "rope.cuh"
+
+#ifndef NINFER_GEMV_WARPS
+#define NINFER_GEMV_WARPS 4  // output rows per block
+#endif
+#ifndef NINFER_GEMV_UNROLL
+#define NINFER_GEMV_UNROLL 8  // 16-byte weight loads in flight per lane at one token
+#endif
+#ifndef NINFER_ATTN_WARPS
+#define NINFER_ATTN_WARPS 4
+#endif
+#define NINFER_ATTN_ROWS 8    // query rows sharing one block's K/V loads
+#define NINFER_ATTN_CMAX 256  // most keys per split
+
+#define NINFER_GEMV(S, T, NT, U)                                                                        \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_##S##_t##NT(const T *W, const T *x, const T *b, T *y, int N, int K, int ntok) {             \
+        ninfer::gemv<T, NT, U, NINFER_GEMV_WARPS>(W, x, b, y, N, K, ntok);                              \
+    }
+
+#define NINFER_ATTN(S, T, D)                                                                            \
+    extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_##S##_d##D(    \
+        const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
+        int ntok, int Hq, int Hk, int bs, int S_, int C, int q_stride, float scale) {                   \
+        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS>(           \
+            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale);                     \
+    }
+
+#define NINFER_KERNELS(S, T)                                                                            \
+    NINFER_GEMV(S, T, 1, NINFER_GEMV_UNROLL)                                                            \
+    NINFER_GEMV(S, T, 2, NINFER_GEMV_UNROLL)                                                            \
+    NINFER_GEMV(S, T, 4, 4)                                                                             \
+    NINFER_GEMV(S, T, 8, 2)                                                                             \
+    NINFER_GEMV(S, T, 16, 2)                                                                            \
+    extern "C" __global__ void rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
+        ninfer::rms_norm<T, false, false>(x, nullptr, w, y, rows, H, xs, eps);                          \
+    }                                                                                                   \
+    extern "C" __global__ void rms_norm_zc_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
+        ninfer::rms_norm<T, true, false>(x, nullptr, w, y, rows, H, xs, eps);                           \
+    }                                                                                                   \
+    extern "C" __global__ void rms_norm_gated_##S(const T *x, const T *z, const T *w, T *y, int rows, int H, \
+                                                  float eps) {                                          \
+        ninfer::rms_norm<T, false, true>(x, z, w, y, rows, H, H, eps);                                  \
+    }                                                                                                   \
+    extern "C" __global__ void rope_##S(const T *q, const T *k, T *qo, T *ko, const long long *pos,     \
+                                        const float *cs, int Hq, int Hk, int D, int rd, int qs, int ks) { \
+        ninfer::rope<T>(q, k, qo, ko, pos, cs, Hq, Hk, D, rd, qs, ks);                                  \
+    }                                                                                                   \
+    extern "C" __global__ void silu_mul_##S(const T *x, T *y, int ntok, int I) {                        \
+        ninfer::silu_mul<T>(x, y, ntok, I);                                                             \
+    }                                                                                                   \
+    extern "C" __global__ void write_kv_##S(const T *k, const T *v, T *kc, T *vc, const long long *slots, \
+                                            int row, int ks, int vs) {                                  \
+        ninfer::write_kv<T>(k, v, kc, vc, slots, row, ks, vs);                                          \
+    }                                                                                                   \
+    extern "C" __global__ void argmax_##S(const T *logits, long long *out, int V) {                     \
+        ninfer::argmax<T>(logits, out, V);                                                              \
+    }                                                                                                   \
+    NINFER_ATTN(S, T, 64)                                                                               \
+    NINFER_ATTN(S, T, 128)                                                                              \
+    NINFER_ATTN(S, T, 256)                                                                              \
+    extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
+                                                     T *out, int Hq, int S_, int C, int D) {            \
+        ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, D);                                  \
+    }
+
+// dtype-free kernels, once per module
+#define NINFER_COMMON_KERNELS()                                                                         \
+    extern "C" __global__ void argmax_f32(const float *logits, long long *out, int V) {                 \
+        ninfer::argmax<float>(logits, out, V);                                                          \
+    }

@@ -1,0 +1,79 @@
+"""A backend's kernel library: its ``kernels.cu``, the dtypes it instantiates, compiled per arch.
+
+The backend's source sets its tuning macros and includes ``ninfer/kernels.cuh`` (shared by all
+backends, in this package's ``include/``), which defines the entry points named here.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .nvrtc import compile_cubin, parse_arch
+
+DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
+GEMV_WIDTHS = (1, 2, 4, 8, 16)  # tokens per pass over the weights
+ATTN_HEAD_DIMS = (64, 128, 256)
+
+
+def _family_names(suffix: str) -> list[str]:
+    names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS]
+    names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
+                                          "write_kv", "argmax", "attention_combine")]
+    names += [f"attention_split_{suffix}_d{d}" for d in ATTN_HEAD_DIMS]
+    return names
+
+
+@dataclass
+class KernelLibrary:
+    name: str  # the backend, e.g. "sm90"
+    source_path: Path
+    dtypes: tuple[torch.dtype, ...]
+    arches: tuple[str, ...]  # archs it claims, e.g. ("sm_90",)
+    options: tuple[str, ...] = ()
+    _modules: dict = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def source(self) -> str:
+        return self.source_path.read_text()
+
+    def tuning(self, macro: str, default: int) -> int:
+        """A tuning constant the backend's source #defines (the launch shape must agree with it)."""
+        m = re.search(rf"^#define {macro} (\d+)", self.source(), re.M)
+        return int(m.group(1)) if m else default
+
+    def kernel_names(self) -> list[str]:
+        names = ["argmax_f32"]
+        for dt in self.dtypes:
+            names += _family_names(DTYPE_SUFFIX[dt])
+        return names
+
+    def compile(self, arch: str, use_cache: bool = True, progress: bool = True) -> tuple[bytes, bool]:
+        """Compile for ``arch`` ('sm_86'); returns (cubin, was_cached). Needs no GPU."""
+        parse_arch(arch)
+        return compile_cubin(self.source(), f"ninfer_{self.name}", arch, self.options,
+                             include_dirs=(str(self.source_path.parent),), use_cache=use_cache, progress=progress)
+
+    def missing_kernels(self, cubin: bytes) -> list[str]:
+        """Entry points absent from a cubin (their names sit in its ELF string table)."""
+        return [n for n in self.kernel_names() if n.encode() + b"\0" not in cubin]
+
+    def module(self, device: torch.device | int | None = None):
+        """The loaded module for a CUDA device, compiled for that device's own arch (cached)."""
+        from .launch import Module
+
+        idx = torch.device("cuda", device).index if isinstance(device, int) else (
+            device.index if device is not None and device.index is not None else torch.cuda.current_device())
+        mod = self._modules.get(idx)
+        if mod is None:
+            with self._lock:
+                mod = self._modules.get(idx)
+                if mod is None:
+                    major, minor = torch.cuda.get_device_capability(idx)
+                    cubin, _ = self.compile(f"sm_{major}{minor}")
+                    mod = self._modules[idx] = Module(cubin, idx, label=f"ninfer-{self.name}")
+        return mod

@@ -1,0 +1,155 @@
+"""Python launchers for the shared kernels, and the OpImpls a backend registers.
+
+Each launcher checks what its kernel assumes (dtype, 16-byte alignment, contiguity) and otherwise
+calls the reference op, so a kernel never sees input it was not written for. Nothing here syncs with
+the host on the decode/verify path, so CUDA graphs capture it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..ops import DeviceSpec, OpImpl
+from ..reference import ops as ref
+from .attention import make_paged_attention
+from .library import DTYPE_SUFFIX, GEMV_WIDTHS, KernelLibrary
+
+GEMV_MAX_TOKENS = GEMV_WIDTHS[-1]  # above this, cuBLAS (prefill)
+
+
+def _aligned(*ts: torch.Tensor) -> bool:
+    return all(t.data_ptr() % 16 == 0 for t in ts)
+
+
+def _width(ntok: int) -> int:
+    return next(w for w in GEMV_WIDTHS if w >= ntok)
+
+
+def make_ops(lib: KernelLibrary) -> dict:
+    """The launchers for one backend's library, keyed by op name."""
+    warps = lib.tuning("NINFER_GEMV_WARPS", 4)
+
+    def suffix(t: torch.Tensor):
+        return DTYPE_SUFFIX.get(t.dtype) if t.is_cuda and t.dtype in lib.dtypes else None
+
+    def linear(x, weight, bias=None):
+        K, N = x.shape[-1], weight.shape[0]
+        x2 = x.reshape(-1, K)  # [T, K]
+        T, s = x2.shape[0], suffix(x)
+        if (T > GEMV_MAX_TOKENS or T == 0 or s is None or weight.dtype != x.dtype or K % 8
+                or not weight.is_contiguous() or (bias is not None and bias.dtype != x.dtype)):
+            return F.linear(x, weight, bias)  # prefill: cuBLAS
+        x2 = x2.contiguous()
+        if not _aligned(x2, weight):
+            return F.linear(x, weight, bias)
+        y = torch.empty(T, N, dtype=x.dtype, device=x.device)  # [T, N]
+        nt = _width(T)
+        lib.module(x.device)[f"gemv_{s}_t{nt}"](((N + warps - 1) // warps, (T + nt - 1) // nt), (warps * 32,),
+                                                  weight, x2, bias, y, N, K, T)
+        return y.view(*x.shape[:-1], N)
+
+    def _norm(kernel, x, weight, eps, extra=None):
+        H = x.shape[-1]
+        x2 = x.reshape(-1, H)  # [rows, H]
+        rows = x2.shape[0]
+        y = torch.empty(rows, H, dtype=x.dtype, device=x.device)
+        # short rows (per-head norms): a warp per row, 8 rows a block; long rows: 256 threads a row
+        block = (32, 8) if H <= 1024 else (256, 1)
+        grid = ((rows + block[1] - 1) // block[1],)
+        if extra is None:
+            lib.module(x.device)[kernel](grid, block, x2, weight, y, rows, H, x2.stride(0), float(eps))
+        else:
+            lib.module(x.device)[kernel](grid, block, x2, extra, weight, y, rows, H, float(eps))
+        return y.view(x.shape)
+
+    def _norm_ok(x, weight, s) -> bool:
+        H = x.shape[-1]
+        return (s is not None and weight.dtype == x.dtype and weight.is_contiguous() and H % 8 == 0
+                and x.stride(-1) == 1 and x.numel() > 0)
+
+    def rms_norm(x, weight, eps, zero_centered=False):
+        s = suffix(x)
+        if not _norm_ok(x, weight, s):
+            return ref.rms_norm(x, weight, eps, zero_centered)
+        x2 = x.reshape(-1, x.shape[-1])
+        if x2.stride(0) % 8 or not _aligned(x2, weight):
+            return ref.rms_norm(x, weight, eps, zero_centered)
+        return _norm(f"rms_norm_zc_{s}" if zero_centered else f"rms_norm_{s}", x2, weight, eps).view(x.shape)
+
+    def rms_norm_gated(x, z, weight, eps):
+        s = suffix(x)
+        if not _norm_ok(x, weight, s) or z.dtype != x.dtype or z.shape != x.shape:
+            return ref.rms_norm_gated(x, z, weight, eps)
+        x, z = x.contiguous(), z.contiguous()
+        if not _aligned(x, z, weight):
+            return ref.rms_norm_gated(x, z, weight, eps)
+        return _norm(f"rms_norm_gated_{s}", x, weight, eps, extra=z)
+
+    def rope(q, k, positions, cos_sin):
+        s = suffix(q)
+        T, Hq, D = q.shape
+        Hk = k.shape[1]
+        if (s is None or k.dtype != q.dtype or cos_sin.dtype != torch.float32 or D > 1024 or T == 0
+                or q.stride(2) != 1 or q.stride(1) != D or k.stride(2) != 1 or k.stride(1) != D):
+            return ref.rope(q, k, positions, cos_sin)
+        q_out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
+        k_out = torch.empty(T, Hk, D, dtype=k.dtype, device=k.device)  # [T, Hk, D]
+        pos = positions.to(torch.int64).contiguous()
+        lib.module(q.device)[f"rope_{s}"]((T, Hq + Hk), ((D + 31) // 32 * 32,), q, k, q_out, k_out, pos,
+                                          cos_sin.contiguous(), Hq, Hk, D, cos_sin.shape[-1], q.stride(0),
+                                          k.stride(0))
+        return q_out, k_out
+
+    def silu_mul(x):
+        s = suffix(x)
+        I2 = x.shape[-1]
+        if s is None or I2 % 16 or x.numel() == 0:
+            return ref.silu_mul(x)
+        x = x.contiguous()
+        T = x.numel() // I2
+        y = torch.empty(*x.shape[:-1], I2 // 2, dtype=x.dtype, device=x.device)  # [..., I]
+        n = T * (I2 // 16)
+        lib.module(x.device)[f"silu_mul_{s}"](((n + 255) // 256,), (256,), x, y, T, I2 // 2)
+        return y
+
+    def write_kv(k, v, k_cache, v_cache, slots):
+        s = suffix(k)
+        T, Hk, D = k.shape
+        row = Hk * D
+        if (s is None or v.dtype != k.dtype or k_cache.dtype != k.dtype or v_cache.dtype != k.dtype or row % 8
+                or not (k_cache.is_contiguous() and v_cache.is_contiguous()) or T == 0
+                or k.stride(2) != 1 or k.stride(1) != D or v.stride(2) != 1 or v.stride(1) != D
+                or k.stride(0) % 8 or v.stride(0) % 8 or not _aligned(k, v, k_cache, v_cache)):
+            return ref.write_kv(k, v, k_cache, v_cache, slots)
+        slots = slots.to(torch.int64).contiguous()
+        lib.module(k.device)[f"write_kv_{s}"]((T,), (128,), k, v, k_cache, v_cache, slots, row,
+                                              k.stride(0), v.stride(0))
+
+    def argmax(logits):
+        if not logits.is_cuda or logits.dim() != 2 or logits.dtype not in (torch.float32, *lib.dtypes):
+            return ref.argmax(logits)
+        logits = logits.contiguous()
+        T, V = logits.shape
+        name = "argmax_f32" if logits.dtype == torch.float32 else f"argmax_{DTYPE_SUFFIX[logits.dtype]}"
+        out = torch.empty(T, dtype=torch.int64, device=logits.device)
+        lib.module(logits.device)[name]((T,), (1024,), logits, out, V)
+        return out
+
+    return {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
+            "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax,
+            "paged_attention": make_paged_attention(lib)}
+
+
+def op_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
+    """Every OpImpl of a backend; ``supports(spec)`` says whether it can serve a device/dtype."""
+    fns = make_ops(lib)
+
+    def ok(spec: DeviceSpec) -> bool:
+        return spec.type == "cuda" and spec.dtype in lib.dtypes and supports(spec)
+
+    names = {"linear": f"{backend}.gemv (T<=16) + cuBLAS (prefill)",
+             "paged_attention": f"{backend}.flash_decoding (T<=16) + torch SDPA (prefill)"}
+    return [OpImpl(op=op, backend=backend, fn=fn, name=names.get(op, f"{backend}.{op}"), priority=10,
+                   supports=ok, phases=("prefill", "decode", "verify"))
+            for op, fn in fns.items()]
