@@ -61,6 +61,8 @@ class LLM:
         arch = ARCHITECTURES[cfg.architecture]
         self.model = CausalLM(cfg, self.ops)
         load_weights(self.model, ckpt, arch.names, self.dtype, dev, progress)
+        if getattr(arch, "load_extra", None):  # e.g. Qwen3.5's mtp.* head, kept for the MTP drafter
+            arch.load_extra(self.model, ckpt, self.dtype, dev)
         self.tokenizer = ckpt.tokenizer()
         from .chat.template import ChatTemplate
 

@@ -39,7 +39,6 @@ def causal_conv1d_prefill(x: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
     [C, K-1] = the last K-1 inputs, in conv_state's dtype).
     """
     T, C = x.shape
-    K = weight.shape[1]
     xs = torch.cat([conv_state.to(x.dtype).t(), x], dim=0)  # [K-1+T, C]
     y = F.conv1d(xs.t().float()[None], weight.float()[:, None, :],
                  None if bias is None else bias.float(), groups=C)[0]  # [C, T]
@@ -55,7 +54,6 @@ def causal_conv1d_update(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     is also the step-by-step check of the prefill form.
     """
     T, C = x.shape
-    K = weight.shape[1]
     window = conv_state.float()  # [C, K-1]
     w = weight.float()
     ys = []

@@ -1,0 +1,227 @@
+"""Qwen3.5 hybrid (Gated DeltaNet + gated attention) against transformers, from checkpoints it saved."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import write_byte_tokenizer
+from ninfer import LLM, SamplingParams
+from ninfer.errors import NinferError
+from ninfer.weights.safetensors_dir import SafetensorsDir
+from safetensors.torch import load_file, save_file
+
+LAYER_TYPES = ["linear_attention", "full_attention", "linear_attention", "linear_attention",
+               "full_attention", "linear_attention"]  # both kinds, a GDN layer last
+TEXT = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=6, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=32, vocab_size=320, linear_num_key_heads=2,
+            linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+            linear_conv_kernel_dim=4, max_position_embeddings=512, rms_norm_eps=1e-6,
+            layer_types=LAYER_TYPES, eos_token_id=258, pad_token_id=0, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                             "mrope_section": [2, 1, 1], "mrope_interleaved": True})
+VISION = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+              patch_size=4, temporal_patch_size=2, spatial_merge_size=2)
+H = TEXT["hidden_size"]
+MTP = {"mtp.fc.weight": (H, 2 * H), "mtp.norm.weight": (H,), "mtp.pre_fc_norm_embedding.weight": (H,),
+       "mtp.pre_fc_norm_hidden.weight": (H,), "mtp.layers.0.self_attn.q_proj.weight": (256, H),
+       "mtp.layers.0.mlp.down_proj.weight": (H, 96)}
+
+
+def make_checkpoint(path: str, multimodal: bool, seed: int):
+    """A tiny random Qwen3.5 saved by transformers, noise on every norm, plus mtp.* tensors."""
+    import transformers
+
+    torch.manual_seed(seed)
+    if multimodal:
+        cfg = transformers.Qwen3_5Config(text_config=TEXT, vision_config=VISION, tie_word_embeddings=False)
+        model = transformers.Qwen3_5ForConditionalGeneration(cfg)
+    else:
+        model = transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(**TEXT))
+    model = model.float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:  # zero-centred (1 + w) and plain-w norms both get noise
+                p.add_(torch.randn_like(p) * 0.3)
+            elif name.endswith(("A_log", "dt_bias")):
+                p.copy_(torch.randn_like(p) * 0.5)
+            elif "visual" not in name:
+                p.normal_(0, 0.1)
+    model.save_pretrained(path)
+    write_byte_tokenizer(path, TEXT["vocab_size"])
+    # transformers has no MTP module: add the head's tensors the way published checkpoints carry them
+    file = f"{path}/model.safetensors"
+    tensors = load_file(file)
+    gen = torch.Generator().manual_seed(seed)
+    tensors.update({n: torch.randn(s, generator=gen) for n, s in MTP.items()})
+    save_file(tensors, file, metadata={"format": "pt"})
+    return model
+
+
+@pytest.fixture(scope="module", params=["multimodal", "text"])
+def pair(request, tmp_path_factory):
+    multimodal = request.param == "multimodal"
+    path = str(tmp_path_factory.mktemp(request.param))
+    hf = make_checkpoint(path, multimodal, seed=int(multimodal))
+    read: list[str] = []
+    original = SafetensorsDir.get
+
+    def spy(self, name):
+        read.append(name)
+        return original(self, name)
+
+    SafetensorsDir.get = spy
+    try:
+        llm = LLM(model=path, backend="reference", device="cpu", dtype="float32", max_context=256, progress=False)
+    finally:
+        SafetensorsDir.get = original
+    return hf, llm, read, path
+
+
+def prompt(n: int, seed: int = 0) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, 250, (n,), generator=g).tolist()
+
+
+def hf_logits(hf, ids: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        return hf(torch.tensor([ids])).logits[0]
+
+
+def test_config_is_recognised_as_the_hybrid(pair):
+    _, llm, _, _ = pair
+    cfg = llm.config
+    assert cfg.layer_types == LAYER_TYPES
+    assert cfg.rotary_dim == 8 and cfg.rope_theta == 1e7
+    assert cfg.norm_zero_centered and cfg.qk_norm and cfg.attn_output_gate
+
+
+def test_logits_match_transformers(pair):
+    hf, llm, _, _ = pair
+    ids = prompt(75, seed=1)  # over one 64-token GDN chunk
+    llm.runner.reset()
+    got = llm.model.logits(llm.runner.forward(ids, "prefill"))
+    torch.testing.assert_close(got, hf_logits(hf, ids), rtol=1e-4, atol=1e-4)
+
+
+def test_greedy_tokens_equal_transformers_generate(pair):
+    hf, llm, _, _ = pair
+    ids = prompt(21)
+    out = llm.generate(ids, SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True))
+    with torch.no_grad():
+        ref = hf.generate(torch.tensor([ids]), max_new_tokens=20, min_new_tokens=20, do_sample=False,
+                          pad_token_id=0)[0, len(ids):].tolist()
+    assert out.token_ids == ref
+
+
+def test_prefill_then_decode_equals_one_prefill(pair):
+    _, llm, _, _ = pair
+    ids = prompt(40, seed=2)
+    n = 31
+    llm.runner.reset()
+    steps = [llm.runner.prefill(ids[:n])] + [llm.runner.decode(t) for t in ids[n:]]
+    llm.runner.reset()
+    full = llm.model.logits(llm.runner.forward(ids, "prefill"))
+    for i, logits in enumerate(steps):
+        torch.testing.assert_close(logits, full[n - 1 + i], rtol=1e-4, atol=1e-4)
+
+
+def test_chunked_prefill_continues_the_state(pair):
+    _, llm, _, _ = pair
+    ids = prompt(50, seed=5)
+    llm.runner.reset()
+    full = llm.runner.prefill(ids)
+    llm.runner.reset()
+    llm.runner.prefill_chunk = 16  # 16 + 16 + 16 + 2, each chunk starting from the last one's state
+    try:
+        chunked = llm.runner.prefill(ids)
+    finally:
+        llm.runner.prefill_chunk = 2048
+    torch.testing.assert_close(chunked, full, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("accepted", [0, 1, 3, 5])
+def test_verify_then_keep_accepted_equals_recomputation(pair, accepted):
+    """Verify k=5 tokens, keep the state at the accepted length, continue: as if never drafted."""
+    hf, llm, _, _ = pair
+    ids = prompt(30, seed=3)
+    n, k = 20, 5
+    llm.runner.reset()
+    llm.runner.prefill(ids[:n])
+    drafted = ids[n:n + k]
+    verified = llm.runner.verify(drafted)  # [k, V]
+    torch.testing.assert_close(verified, hf_logits(hf, ids[:n + k])[n:], rtol=1e-4, atol=1e-4)
+    llm.runner.truncate(n + accepted)  # rolls KV and recurrent state back to the accepted length
+    nxt = ids[n + k:n + k + 3]  # continue with different tokens than the rejected drafts
+    after = [llm.runner.decode(t) for t in nxt]
+    ref = hf_logits(hf, ids[:n + accepted] + nxt)[n + accepted:]
+    for i in range(len(nxt)):
+        torch.testing.assert_close(after[i], ref[i], rtol=1e-4, atol=1e-4)
+
+
+def test_snapshot_restore_after_k_steps_equals_recomputation(pair):
+    _, llm, _, _ = pair
+    ids = prompt(30, seed=4)
+    n = 22
+    llm.runner.reset()
+    llm.runner.prefill(ids[:n])
+    snap = llm.runner.state.snapshot()
+    first = [llm.runner.decode(t) for t in ids[n:]]
+    llm.runner.state.restore(snap)
+    llm.runner.tokens = llm.runner.tokens[:n]  # KV past n is overwritten by the next forward
+    again = [llm.runner.decode(t) for t in ids[n:]]
+    for a, b in zip(first, again):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_rollback_beyond_the_last_verify_is_refused(pair):
+    _, llm, _, _ = pair
+    llm.runner.reset()
+    llm.runner.prefill(prompt(12, seed=6))
+    llm.runner.decode(7)
+    with pytest.raises(RuntimeError, match="cannot go back"):
+        llm.runner.truncate(5)
+
+
+def test_vision_weights_are_never_read_and_mtp_weights_are_kept(pair):
+    _, llm, read, path = pair
+    assert read and not [n for n in read if "visual" in n]
+    assert sorted(llm.model.extra_weights) == sorted(MTP)
+    stored = load_file(f"{path}/model.safetensors")
+    for name in MTP:
+        torch.testing.assert_close(llm.model.extra_weights[name], stored[name])
+    if "multimodal" in path:
+        assert any("visual" in n for n in stored)  # they were there to skip
+
+
+def test_memory_report_counts_the_recurrent_state(pair):
+    from ninfer.memory import memory_report
+
+    _, _, _, path = pair
+    rep = memory_report(path)
+    # 4 GDN layers x fp32 (conv window: (2*2*16 + 4*16) channels x 3, state: 4 heads x 16 x 16)
+    expect = 4 * 4 * ((2 * 2 * 16 + 4 * 16) * 3 + 4 * 16 * 16)
+    assert rep["recurrent state per sequence"] == f"{expect / 2**20:.1f} MiB"
+
+
+def test_27b_state_size():
+    from ninfer.config.model import model_config_from_hf
+    from ninfer.models.qwen3_5 import state_bytes
+
+    raw = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5_text",
+           "hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 64, "num_attention_heads": 24,
+           "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 248320, "linear_num_key_heads": 16,
+           "linear_num_value_heads": 48, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+           "full_attention_interval": 4}
+    cfg = model_config_from_hf(raw)
+    assert cfg.attention_layers == list(range(3, 64, 4))
+    conv_channels = 2 * 16 * 128 + 48 * 128
+    assert state_bytes(cfg) == 48 * 4 * (conv_channels * 3 + 48 * 128 * 128)
+
+
+def test_config_without_gdn_shape_is_a_clear_error():
+    from ninfer.config.model import model_config_from_hf
+
+    raw = {"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": 64,
+           "intermediate_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 320}
+    with pytest.raises(NinferError, match="linear_num_key_heads"):
+        model_config_from_hf(raw)
