@@ -1,0 +1,95 @@
+"""The CLI: the answer on stdout, timings on stderr; every user error one line, non-zero, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import make_tiny_checkpoint
+
+
+def ninfer(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "ninfer.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_one_line_error(r, *words):
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.startswith("Error")]
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("tiny"))
+    make_tiny_checkpoint("llama", path)
+    return path
+
+
+def test_run_answers_on_stdout_with_timings_on_stderr():
+    r = ninfer("run", "What is the capital of France?", "--max-tokens", "24")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout
+    assert "prefill" in r.stderr and "decode" in r.stderr and "tok/s" in r.stderr and "loaded" in r.stderr
+
+
+def test_missing_model_path():
+    assert_one_line_error(ninfer("run", "hi", "--model", "/no/such/model"), "does not exist")
+
+
+def test_truncated_safetensors(tiny_dir, tmp_path):
+    d = tmp_path / "trunc"
+    shutil.copytree(tiny_dir, d)
+    f = d / "model.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    assert_one_line_error(ninfer("run", "hi", "--model", str(d)), "truncated")
+
+
+def test_truncated_gguf(smollm2_gguf, tmp_path):
+    f = tmp_path / "cut.gguf"
+    with open(smollm2_gguf, "rb") as src:
+        f.write_bytes(src.read(5_000_000))
+    assert_one_line_error(ninfer("run", "hi", "--model", str(f)), "truncated")
+
+
+def test_unknown_architecture(tiny_dir, tmp_path):
+    d = tmp_path / "unknown"
+    shutil.copytree(tiny_dir, d)
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["architectures"], cfg["model_type"] = ["MambaForCausalLM"], "mamba"
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert_one_line_error(ninfer("run", "hi", "--model", str(d)), "Unsupported architecture", "LlamaForCausalLM")
+
+
+def test_prompt_longer_than_context(tiny_dir):
+    assert_one_line_error(ninfer("run", "x" * 400, "--raw", "--model", tiny_dir, "--max-context", "64"),
+                          "context holds 64")
+
+
+def test_unknown_backend(tiny_dir):
+    assert_one_line_error(ninfer("run", "hi", "--model", tiny_dir, "--backend", "nosuch"), "Unknown backend")
+
+
+def test_backend_that_cannot_run_here(tiny_dir):
+    if not any(b["name"] == "sm90" for b in json.loads(ninfer("backends", "--json").stdout)["backends"]):
+        pytest.fail("ninfer-sm90 is not installed; the README's test setup installs every backend")
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is None:
+        import torch
+
+        assert not torch.cuda.is_available()
+    assert_one_line_error(ninfer("run", "hi", "--model", tiny_dir, "--backend", "sm90"), "cannot run here")
+
+
+def test_bench_json_reports_both_phases(tiny_dir):
+    r = ninfer("bench", "--model", tiny_dir, "--prompt-tokens", "16", "--new-tokens", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["prefill_tok_s"] > 0 and run["decode_tok_s"] > 0 and run["new_tokens"] == 8
