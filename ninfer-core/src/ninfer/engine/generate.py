@@ -56,8 +56,75 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
-                    cancel: threading.Event | None = None, drafter=None) -> Iterator[Chunk]:
+class OutputTracker:
+    """Per-token bookkeeping shared by the plain and the speculative loop: stop tokens, stop strings,
+    the length limit, cancellation, held-back text and the chunks that carry it."""
+
+    def __init__(self, tokenizer, params: SamplingParams, eos_ids: set[int], limit: int,
+                 cancel: threading.Event | None):
+        self.params, self.limit, self.cancel = params, limit, cancel
+        self.stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
+        self.detok = IncrementalDetokenizer(tokenizer)
+        self.stops = StopStrings(params.stop)
+        self.out_ids: list[int] = []
+        self.text, self.emitted = "", 0  # full output text, and how much of it was sent
+        self.pending_ids: list[int] = []
+        self.pending_lp: list = []
+        self.finish: str | None = None
+
+    def add(self, token: int, logprob: dict | None = None) -> str | None:
+        """Append one generated token; return the finish reason it causes, or None."""
+        if logprob is not None:
+            self.pending_lp.append(logprob)
+        self.out_ids.append(token)
+        self.pending_ids.append(token)
+        finish = None
+        if token in self.stop_ids:
+            finish = "stop"
+        else:
+            self.text += self.detok.add(token)
+        if finish is None and self.stops.stops:
+            cut = self.stops.find(self.text, self.emitted)
+            if cut != -1:
+                self.text, finish = self.text[:cut], "stop"
+        if finish is None and len(self.out_ids) >= self.limit:
+            finish = "length"
+            self.text += self.detok.flush()
+        if finish is None and self.cancel is not None and self.cancel.is_set():
+            finish = "cancelled"
+        self.finish = finish
+        return finish
+
+    def take(self) -> Chunk | None:
+        """The chunk to send now (text that can no longer turn into a stop string), or None."""
+        stops, finish = self.stops, self.finish
+        safe = len(self.text) if finish else max(self.emitted, len(self.text) - stops.hold) if stops.stops \
+            else len(self.text)
+        if not (finish or safe > self.emitted or self.params.logprobs is not None):
+            return None
+        chunk = Chunk(self.text[self.emitted:safe], self.pending_ids, None, None, self.pending_lp or None)
+        self.emitted, self.pending_ids, self.pending_lp = safe, [], []
+        return chunk
+
+
+def new_stats(n_prompt: int) -> dict:
+    return {"prompt_tokens": n_prompt, "generated_tokens": 0, "verify_steps": 0,
+            "prefill_seconds": 0.0, "decode_seconds": 0.0}
+
+
+def finish_stats(stats: dict, device: torch.device, n_out: int, t_dec: float) -> dict:
+    _sync(device)
+    stats["generated_tokens"] = n_out
+    stats["decode_seconds"] = time.perf_counter() - t_dec
+    dec = n_out - 1
+    stats["decode_tok_s"] = dec / stats["decode_seconds"] if dec > 0 and stats["decode_seconds"] > 0 else 0.0
+    n_prompt = stats["prompt_tokens"]
+    stats["prefill_tok_s"] = n_prompt / stats["prefill_seconds"] if stats["prefill_seconds"] > 0 else 0.0
+    return stats
+
+
+def check_prompt(runner, prompt_ids: list[int], params: SamplingParams) -> int:
+    """Validate the prompt against the context; return how many tokens may be generated."""
     if not prompt_ids:
         raise NinferError("The prompt is empty; give at least one token of text.")
     n_prompt = len(prompt_ids)
@@ -65,59 +132,36 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
         raise ContextLengthError(f"The prompt has {n_prompt} tokens but the context holds {runner.max_context}; "
                                  "shorten the prompt or raise --max-context.")
     room = runner.max_context - n_prompt
-    limit = room if params.max_tokens is None else min(params.max_tokens, room)
-    stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(eos_ids))
+    return room if params.max_tokens is None else min(params.max_tokens, room)
+
+
+def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
+                    cancel: threading.Event | None = None, drafter=None) -> Iterator[Chunk]:
+    if drafter is not None:
+        from .speculative import speculative_stream
+
+        yield from speculative_stream(runner, tokenizer, prompt_ids, params, eos_ids, cancel, drafter)
+        return
+    limit = check_prompt(runner, prompt_ids, params)
     sampler = Sampler(params, runner.device)
-    detok = IncrementalDetokenizer(tokenizer)
-    stops = StopStrings(params.stop)
-    out_ids: list[int] = []
-    text, emitted = "", 0  # full output text, and how much of it was sent
-    pending_ids: list[int] = []
-    pending_lp: list = []
-    stats = {"prompt_tokens": n_prompt, "generated_tokens": 0, "verify_steps": 0,
-             "prefill_seconds": 0.0, "decode_seconds": 0.0}
+    out = OutputTracker(tokenizer, params, eos_ids, limit, cancel)
+    stats = new_stats(len(prompt_ids))
 
     t0 = time.perf_counter()
     logits = runner.prefill(prompt_ids)
-    finish = None
-    first = True
     t_dec = None
     while True:
-        token = sampler(logits, prompt_ids, out_ids)
-        if first:
+        token = sampler(logits, prompt_ids, out.out_ids)
+        if t_dec is None:
             _sync(runner.device)
             stats["prefill_seconds"] = time.perf_counter() - t0
             t_dec = time.perf_counter()
-            first = False
-        if params.logprobs is not None:
-            pending_lp.append(top_logprobs(logits, token, params.logprobs))
-        out_ids.append(token)
-        pending_ids.append(token)
-        if token in stop_ids:
-            finish = "stop"
-        else:
-            text += detok.add(token)
-        if finish is None and stops.stops:
-            cut = stops.find(text, emitted)
-            if cut != -1:
-                text, finish = text[:cut], "stop"
-        if finish is None and len(out_ids) >= limit:
-            finish = "length"
-            text += detok.flush()
-        if finish is None and cancel is not None and cancel.is_set():
-            finish = "cancelled"
-        safe = len(text) if finish else max(emitted, len(text) - stops.hold) if stops.stops else len(text)
-        if finish or safe > emitted or params.logprobs is not None:
-            chunk = Chunk(text[emitted:safe], pending_ids, None, None, pending_lp or None)
-            emitted, pending_ids, pending_lp = safe, [], []
+        lp = top_logprobs(logits, token, params.logprobs) if params.logprobs is not None else None
+        finish = out.add(token, lp)
+        chunk = out.take()
+        if chunk is not None:
             if finish:
-                _sync(runner.device)
-                stats["generated_tokens"] = len(out_ids)
-                stats["decode_seconds"] = time.perf_counter() - t_dec
-                dec = len(out_ids) - 1
-                stats["decode_tok_s"] = dec / stats["decode_seconds"] if dec > 0 and stats["decode_seconds"] > 0 else 0.0
-                stats["prefill_tok_s"] = n_prompt / stats["prefill_seconds"] if stats["prefill_seconds"] > 0 else 0.0
-                chunk.finish_reason, chunk.stats = finish, stats
+                chunk.finish_reason, chunk.stats = finish, finish_stats(stats, runner.device, len(out.out_ids), t_dec)
                 yield chunk
                 return
             yield chunk

@@ -1,0 +1,163 @@
+"""Speculative decoding: drafters propose, the target verifies the chain in one forward, the sampler
+accepts a prefix, and the KV cache and recurrent state roll back to the accepted length.
+
+Lossless by construction: greedy acceptance takes a drafted token only when it is the target's
+argmax; for temperature > 0 a drafted token d is accepted with probability min(1, p(d)/q(d)) and a
+rejection is resampled from normalise((p - q)+) (Leviathan et al. 2023), where q is one-hot for a
+deterministic drafter. Each emitted token therefore has exactly the plain sampler's distribution.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+import torch
+
+from ..config.sampling import SamplingParams
+from ..drafting import DraftContext, LayerTaps, as_proposal
+from .generate import Chunk, OutputTracker, _sync, check_prompt, finish_stats, new_stats
+from .sampler import Sampler, top_logprobs
+
+
+def _penalties_on(p: SamplingParams) -> bool:
+    return p.repetition_penalty != 1.0 or bool(p.presence_penalty) or bool(p.frequency_penalty)
+
+
+def accept(logits: torch.Tensor, draft: list[int], q_rows: list, sampler: Sampler, prompt_ids: list[int],
+           out_ids: list[int]) -> tuple[int, int]:
+    """Verify a chain. logits: [k+1, V] from the target over [last, d1..dk] (row i predicts the token
+    after input i). Returns (how many drafted tokens are accepted, the token that follows them)."""
+    k = len(draft)
+    greedy = sampler.p.greedy
+    if greedy and not _penalties_on(sampler.p):
+        best = logits.argmax(dim=-1).tolist()  # one device->host copy for the whole chain
+        n = 0
+        while n < k and best[n] == draft[n]:
+            n += 1
+        return n, int(best[n])
+    for i in range(k + 1):
+        row = sampler.penalise(logits[i].clone(), prompt_ids, out_ids + draft[:i])  # as if d1..di were output
+        if greedy:
+            t = int(row.argmax())
+            if i < k and t == draft[i]:
+                continue
+            return i, t
+        p = sampler.probs(row)
+        if i == k:
+            return k, sampler.draw(p)
+        d, q = draft[i], q_rows[i]
+        qd = 1.0 if q is None else float(q[d])
+        u = float(torch.rand((), generator=sampler.gen, device=sampler.device))
+        if u * qd < float(p[d]):
+            continue
+        if q is None:  # one-hot q: the residual is p without d
+            residual = p.clone()
+            residual[d] = 0.0
+        else:
+            residual = (p - q.to(p.dtype)).clamp_min(0.0)
+        total = float(residual.sum())
+        return i, sampler.draw(residual / total if total > 0 else p)
+    raise AssertionError("unreachable")
+
+
+class _TargetHidden:
+    """Captures, per target forward, what hidden-state drafters read."""
+
+    def __init__(self, runner, drafter):
+        self.runner = runner
+        self.want = drafter.uses_hidden or bool(drafter.target_layers)
+        self.taps = LayerTaps(runner.model, drafter.target_layers) if drafter.target_layers else None
+        self.start, self.post, self.pre, self.layers = 0, None, None, {}
+
+    def prefill(self, ids: list[int]) -> torch.Tensor:
+        """Run the whole prompt (no prefix reuse: drafters need every position's hidden state)."""
+        r = self.runner
+        if not self.want:
+            return r.prefill(ids)
+        r.reset()
+        post, pre = [], []
+        with torch.inference_mode():
+            for i in range(0, len(ids), r.prefill_chunk):
+                post.append(r.forward(ids[i: i + r.prefill_chunk], "prefill"))
+                pre.append(r.last_ctx.hidden_pre_norm)
+            self.post, self.pre = torch.cat(post), torch.cat(pre)
+            r.last_hidden = self.post[-1:]
+            self.start = 0
+            self._take_layers(len(ids))
+            return r.model.logits(self.post[-1:])[0]
+
+    def _take_layers(self, keep: int) -> None:
+        if self.taps is None:
+            return
+        got = self.taps.take()
+        last = len(self.runner.model.layers) - 1
+        self.layers = {i: (self.post if i == last else got[i])[:keep] for i in self.taps.layers}
+
+    def after_verify(self, start: int, keep: int) -> None:
+        """The verify forward ran positions start..; the first ``keep`` rows are now committed."""
+        if not self.want:
+            return
+        r = self.runner
+        self.start = start
+        self.post = r.last_hidden[:keep]
+        self.pre = r.last_ctx.hidden_pre_norm[:keep]
+        self._take_layers(keep)
+
+
+def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
+                       cancel: threading.Event | None, drafter) -> Iterator[Chunk]:
+    limit = check_prompt(runner, prompt_ids, params)
+    sampler = Sampler(params, runner.device)
+    out = OutputTracker(tokenizer, params, eos_ids, limit, cancel)
+    stats = new_stats(len(prompt_ids))
+    stats.update(drafted_tokens=0, accepted_tokens=0, drafters={})
+    drafter.reset()
+    target = _TargetHidden(runner, drafter)
+    llm = getattr(drafter, "llm", None)
+
+    t0 = time.perf_counter()
+    logits = target.prefill(prompt_ids)
+    token = sampler(logits, prompt_ids, [])
+    _sync(runner.device)
+    stats["prefill_seconds"] = time.perf_counter() - t0
+    t_dec = time.perf_counter()
+    lp = top_logprobs(logits, token, params.logprobs) if params.logprobs is not None else None
+    finish = out.add(token, lp)
+    while True:
+        chunk = out.take()
+        if chunk is not None:
+            if finish:
+                chunk.finish_reason, chunk.stats = finish, finish_stats(stats, runner.device, len(out.out_ids), t_dec)
+                yield chunk
+                return
+            yield chunk
+        # -- draft ------------------------------------------------------------------------
+        seq = prompt_ids + out.out_ids
+        base = len(runner.tokens)  # == len(seq) - 1: the last token is not in the cache yet
+        room = min(limit - len(out.out_ids) - 1, runner.max_context - base - 1)
+        ctx = DraftContext(seq, len(prompt_ids), max(room, 0), target.start, target.post, target.pre,
+                           target.layers, params, llm, runner)
+        prop = as_proposal(drafter.propose(ctx) if room > 0 else None, drafter.name)
+        draft = prop.tokens[:max(room, 0)]
+        sources, q_rows = prop.sources(drafter.name)[:len(draft)], prop.prob_rows()[:len(draft)]
+        # -- verify -----------------------------------------------------------------------
+        logits = runner.verify([token] + draft)  # [k+1, V]
+        n_acc, nxt = accept(logits, draft, q_rows, sampler, prompt_ids, out.out_ids)
+        runner.truncate(base + n_acc + 1)
+        target.after_verify(base, n_acc + 1)
+        stats["verify_steps"] += 1
+        stats["drafted_tokens"] += len(draft)
+        stats["accepted_tokens"] += n_acc
+        for i, s in enumerate(sources):
+            per = stats["drafters"].setdefault(s, {"drafted": 0, "accepted": 0})
+            per["drafted"] += 1
+            per["accepted"] += int(i < n_acc)
+        # -- emit -------------------------------------------------------------------------
+        for j, t in enumerate(draft[:n_acc] + [nxt]):
+            lp = top_logprobs(logits[j], t, params.logprobs) if params.logprobs is not None else None
+            finish = out.add(t, lp)
+            token = t
+            if finish:
+                break
