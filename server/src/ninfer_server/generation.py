@@ -66,11 +66,11 @@ def sampling_params(**fields) -> SamplingParams:
         raise APIError(400, str(e)) from None
 
 
-def check_fits(llm, n_prompt: int, max_tokens: int | None) -> None:
+def check_fits(llm, n_prompt: int, max_tokens: int | None, where: str = "messages") -> None:
     """A prompt that leaves no room, or max_tokens the context can never hold, is the client's error."""
     if n_prompt >= llm.max_context:
         raise APIError(400, f"The prompt has {n_prompt} tokens but this model's context holds "
-                            f"{llm.max_context}; shorten the prompt.", "messages", "context_length_exceeded")
+                            f"{llm.max_context}; shorten the prompt.", where, "context_length_exceeded")
     if max_tokens is not None and max_tokens > llm.max_context:
         raise APIError(400, f"max_tokens is {max_tokens} but this model's context holds {llm.max_context} "
                             "tokens; ask for fewer.", "max_tokens", "context_length_exceeded")
@@ -124,7 +124,7 @@ def completion_plan(llm, prompt, params: SamplingParams) -> Plan:
     ids = llm.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
     if not ids:
         raise APIError(400, "The prompt is empty; give at least one token of text.", "prompt")
-    check_fits(llm, len(ids), params.max_tokens)
+    check_fits(llm, len(ids), params.max_tokens, "prompt")
     return Plan(ids, params)
 
 

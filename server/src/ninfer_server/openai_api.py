@@ -66,7 +66,7 @@ class ChatRequest(Sampling):
 
 
 class CompletionRequest(Sampling):
-    prompt: Union[str, list[str], list[int]] = ""
+    prompt: Union[str, list] = ""  # a string, [one string] or token ids
     logprobs: int | None = None
 
 
@@ -253,10 +253,10 @@ async def completions(request: Request, server: ServerState) -> Response:
     req = await decode_body(request, CompletionRequest)
     model = check_model(server, req.model)
     prompt = req.prompt
-    if isinstance(prompt, list) and prompt and isinstance(prompt[0], str):
-        if len(prompt) != 1:
-            raise APIError(400, "prompt must be one string (batches of prompts are not supported).", "prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
+    elif isinstance(prompt, list) and not all(type(t) is int for t in prompt):
+        raise APIError(400, "prompt must be a string or a list of token ids (batches are not supported).", "prompt")
     max_tokens = 16 if req.max_tokens is None else req.max_tokens  # OpenAI's default for completions
     params = _params(req, max_tokens, req.logprobs)
     plan = completion_plan(server.llm, prompt, params)

@@ -1,0 +1,169 @@
+"""The Anthropic SDK against a real `ninfer serve` on the default model, plus the message conversion."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import anthropic
+import httpx
+import msgspec
+import pytest
+from ninfer.chat.tool_parsers import ToolCallDelta
+from ninfer_server.anthropic_api import CountRequest, _message_frames, _messages, signature
+from ninfer_server.generation import Event
+from test_server_harness import Server, engine_tokenizer_and_template
+
+KEY = "anthropic-key"
+MSGS = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--served-model-name", "smol", api_key=KEY)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return anthropic.Anthropic(base_url=server.url, api_key=KEY, max_retries=0, timeout=120)
+
+
+def test_stream_and_non_stream_agree_usage_and_count_tokens(client):
+    full = client.messages.create(model="smol", max_tokens=40, messages=MSGS, temperature=0)
+    with client.messages.stream(model="smol", max_tokens=40, messages=MSGS, temperature=0) as stream:
+        final = stream.get_final_message()
+    assert full.content[0].type == "text" and full.content[0].text
+    assert final.content[0].text == full.content[0].text
+    assert full.stop_reason == final.stop_reason == "end_turn"
+    assert final.usage.output_tokens == full.usage.output_tokens > 0
+    counted = client.messages.count_tokens(model="smol", messages=MSGS).input_tokens
+    tok, template = engine_tokenizer_and_template()
+    assert full.usage.input_tokens == final.usage.input_tokens == counted
+    assert counted == len(tok.encode(template.render(MSGS, add_generation_prompt=True)))
+
+
+def test_event_order_on_the_wire(server):
+    body = {"model": "smol", "max_tokens": 6, "messages": MSGS, "stream": True, "temperature": 0}
+    with httpx.stream("POST", server.url + "/v1/messages?beta=true", json=body, timeout=120,
+                      headers={"x-api-key": KEY, "anthropic-beta": "made-up-feature-2099-01-01"}) as r:
+        assert r.status_code == 200
+        events = [line[len("event: "):] for line in r.iter_lines() if line.startswith("event: ")]
+    names = [e for e in events if e != "ping"]
+    assert names[0] == "message_start" and names[1] == "content_block_start"
+    assert set(names[2:-3]) == {"content_block_delta"}
+    assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    assert "ping" in events
+
+
+def test_system_string_or_blocks_and_stop_sequences(client):
+    as_text = client.messages.count_tokens(model="smol", system="Be brief.", messages=MSGS).input_tokens
+    as_blocks = client.messages.count_tokens(model="smol", messages=MSGS,
+                                             system=[{"type": "text", "text": "Be brief."}]).input_tokens
+    assert as_text == as_blocks > client.messages.count_tokens(model="smol", messages=MSGS).input_tokens
+    full = client.messages.create(model="smol", max_tokens=40, messages=MSGS, temperature=0)
+    text = full.content[0].text
+    word = text.split()[1]
+    cut = client.messages.create(model="smol", max_tokens=40, messages=MSGS, temperature=0, stop_sequences=[word])
+    assert cut.stop_reason == "stop_sequence" and cut.stop_sequence == word
+    assert cut.content[0].text == text[: text.index(word)]
+    short = client.messages.create(model="smol", max_tokens=2, messages=MSGS, temperature=0)
+    assert short.stop_reason == "max_tokens" and short.usage.output_tokens == 2
+
+
+def test_forced_tool_use(client):
+    tools = [{"name": "get_weather", "description": "Weather for a city",
+              "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    kw = dict(model="smol", max_tokens=24, temperature=0, tools=tools,
+              tool_choice={"type": "tool", "name": "get_weather"},
+              messages=[{"role": "user", "content": "Weather in Paris?"}])
+    full = client.messages.create(**kw)
+    use = [b for b in full.content if b.type == "tool_use"]
+    assert use and use[0].name == "get_weather" and isinstance(use[0].input, dict)
+    assert full.stop_reason in ("tool_use", "max_tokens")
+    with client.messages.stream(**kw) as stream:
+        final = stream.get_final_message()
+    assert [b.type for b in final.content] == [b.type for b in full.content]
+
+
+@pytest.mark.parametrize("body,status,kind", [
+    (b'{"model": "smol", "max_tokens": 5, "messages": [', 400, "invalid_request_error"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}]}', 400, "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": "5", "messages": [{"role": "user", "content": "hi"}]}', 400,
+     "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]}', 400,
+     "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 99999999, "messages": [{"role": "user", "content": "hi"}]}', 400,
+     "invalid_request_error"),
+    (b'{"model": "claude-9", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}', 404,
+     "not_found_error"),
+    (b'{"model": "smol", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}', 400,
+     "invalid_request_error"),
+])
+def test_bad_input_gets_the_right_status_and_shape_then_good_requests_work(server, client, body, status, kind):
+    r = httpx.post(server.url + "/v1/messages", content=body, headers={"x-api-key": KEY}, timeout=60)
+    assert r.status_code == status, r.text
+    assert r.json()["type"] == "error" and r.json()["error"]["type"] == kind
+    assert r.json()["error"]["message"].endswith(".")
+    assert client.messages.create(model="smol", max_tokens=2, messages=MSGS).content
+
+
+def test_sdk_error_types(server, client):
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic.Anthropic(base_url=server.url, api_key="nope", max_retries=0).messages.create(
+            model="smol", max_tokens=2, messages=MSGS)
+    with pytest.raises(anthropic.NotFoundError):
+        client.messages.create(model="claude-9", max_tokens=2, messages=MSGS)
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.create(model="smol", max_tokens=2, messages=[{"role": "user", "content": "word " * 3000}])
+    assert "context" in str(e.value)
+
+
+def test_tool_use_and_tool_result_become_template_messages():
+    req = msgspec.convert(dict(model="m", system=[{"type": "text", "text": "sys"}], messages=[
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "call it", "signature": "x"},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "18C"}]},
+            {"type": "text", "text": "Thanks"}]}]), type=CountRequest)
+    assert _messages(req) == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "reasoning_content": "call it", "tool_calls": [
+            {"id": "toolu_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "18C"},
+        {"role": "user", "content": "Thanks"}]
+
+
+def test_stream_frames_for_thinking_text_and_tool_use():
+    async def events():
+        for ev in [Event("reasoning", "Let me "), Event("reasoning", "think."), Event("content", "Sure."),
+                   Event("tool", tool=ToolCallDelta(0, "call_1", "get_weather")),
+                   Event("tool", tool=ToolCallDelta(0, arguments='{"city": ')),
+                   Event("tool", tool=ToolCallDelta(0, arguments='"Paris"}')),
+                   Event("finish", finish_reason="tool_calls", usage={"prompt_tokens": 5, "completion_tokens": 9})]:
+            yield ev
+
+    async def frames():
+        return [f async for f in _message_frames({"id": "msg_1", "type": "message", "role": "assistant",
+                                                  "model": "m"}, events(), 5)]
+
+    parsed = []
+    for f in asyncio.run(frames()):
+        kind, data = f.decode().split("\n")[:2]
+        parsed.append((kind[len("event: "):], json.loads(data[len("data: "):])))
+    names = [k for k, _ in parsed if k != "ping"]
+    assert names == ["message_start", "content_block_start", "content_block_delta", "content_block_delta",
+                     "content_block_delta", "content_block_stop", "content_block_start", "content_block_delta",
+                     "content_block_stop", "content_block_start", "content_block_delta", "content_block_delta",
+                     "content_block_stop", "message_delta", "message_stop"]
+    deltas = [d for k, d in parsed if k == "content_block_delta"]
+    assert deltas[2]["delta"] == {"type": "signature_delta", "signature": signature("Let me think.")}
+    starts = [d["content_block"] for k, d in parsed if k == "content_block_start"]
+    assert [s["type"] for s in starts] == ["thinking", "text", "tool_use"] and starts[2]["name"] == "get_weather"
+    assert "".join(d["delta"].get("partial_json", "") for d in deltas) == '{"city": "Paris"}'
+    end = [d for k, d in parsed if k == "message_delta"][0]
+    assert end["delta"]["stop_reason"] == "tool_use" and end["usage"]["output_tokens"] == 9

@@ -1,0 +1,193 @@
+"""The OpenAI SDK against a real `ninfer serve` on the default model (SmolLM2-135M, CPU)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+from test_server_harness import Server, engine_tokenizer_and_template
+
+KEY = "test-key"
+MSGS = [{"role": "user", "content": "Name three colors."}]
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server("--max-queue", "1", "--keepalive", "0.3", "--served-model-name", "smol",
+               "--served-model-name", "alias", api_key=KEY)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=120)
+
+
+def test_health_is_open_and_everything_else_needs_the_key(server, client):
+    assert httpx.get(server.url + "/health").json()["status"] == "ok"
+    with pytest.raises(openai.AuthenticationError) as e:
+        openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0).models.list()
+    assert e.value.body["code"] == "invalid_api_key"  # the SDK parsed {"error": {...}}
+    assert httpx.get(server.url + "/metrics").status_code == 401
+    assert httpx.get(server.url + "/v1/models", headers={"x-api-key": KEY}).status_code == 200
+    assert [m.id for m in client.models.list()] == ["smol", "alias"]
+
+
+def test_stream_and_non_stream_agree_and_usage_matches_the_tokenizer(client):
+    full = client.chat.completions.create(model="smol", messages=MSGS, max_tokens=12, temperature=0)
+    chunks = list(client.chat.completions.create(model="alias", messages=MSGS, max_tokens=12, temperature=0,
+                                                 stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full.choices[0].message.content and text
+    # the role comes once, first; one final usage chunk with no choices, only because it was asked for
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert all(c.choices[0].delta.role is None for c in chunks[1:] if c.choices)
+    assert chunks[-1].choices == [] and all(c.choices for c in chunks[:-1])
+    assert chunks[-1].usage.model_dump() == full.usage.model_dump()
+    tok, template = engine_tokenizer_and_template()
+    assert full.usage.prompt_tokens == len(tok.encode(template.render(MSGS, add_generation_prompt=True)))
+    fin = full.choices[0].finish_reason
+    assert full.usage.completion_tokens == 12 if fin == "length" else 0 < full.usage.completion_tokens <= 12
+    assert full.usage.total_tokens == full.usage.prompt_tokens + full.usage.completion_tokens
+    plain = list(client.chat.completions.create(model="smol", messages=MSGS, max_tokens=3, stream=True))
+    assert all(c.usage is None and c.choices for c in plain)
+
+
+def test_sdk_stream_helper_and_logprobs(client):
+    # the helper refuses a "length" finish, so ask for an answer that ends by itself
+    with client.chat.completions.stream(model="smol", messages=[{"role": "user", "content": "Hi"}],
+                                        max_tokens=40, temperature=0, logprobs=True, top_logprobs=2,
+                                        stream_options={"include_usage": True}) as stream:
+        final = stream.get_final_completion()
+    choice = final.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.content
+    lps = choice.logprobs.content
+    assert len(lps) == final.usage.completion_tokens  # one entry per generated token, the EOS included
+    assert all(len(x.top_logprobs) == 2 and x.logprob <= 0 for x in lps)
+    assert all(x.top_logprobs[0].logprob == x.logprob for x in lps)  # greedy picks the most likely token
+    assert "".join(x.token for x in lps[:-1]) == choice.message.content
+
+
+def test_completions_and_stop_strings(client):
+    full = client.completions.create(model="smol", prompt="The capital of France is", max_tokens=10, temperature=0)
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model="smol", prompt="The capital of France is", max_tokens=10, temperature=0, stream=True) if c.choices)
+    text = full.choices[0].text
+    assert streamed == text and text.strip()
+    word = text.split()[1] if len(text.split()) > 1 else text.split()[0]
+    cut = client.completions.create(model="smol", prompt="The capital of France is", max_tokens=10,
+                                    temperature=0, stop=[word])
+    assert cut.choices[0].finish_reason == "stop"
+    assert cut.choices[0].text == text[: text.index(word)]
+
+
+def test_named_tool_choice_streams_the_name_first(client):
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    kw = dict(model="smol", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=tools,
+              tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=16, temperature=0)
+    full = client.chat.completions.create(**kw)
+    call = full.choices[0].message.tool_calls[0]
+    assert call.function.name == "get_weather" and "<tool_call>" not in (full.choices[0].message.content or "")
+    assert full.choices[0].finish_reason in ("tool_calls", "length")
+    chunks = [c for c in client.chat.completions.create(**kw, stream=True) if c.choices]
+    deltas = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+    assert deltas[0].function.name == "get_weather" and deltas[0].id
+    assert "".join(d.function.arguments or "" for d in deltas) == call.function.arguments
+    assert chunks[-1].choices[0].finish_reason == full.choices[0].finish_reason
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(**{**kw, "tool_choice": {"type": "function", "function": {"name": "nope"}}})
+
+
+BAD = [  # (raw JSON body, status, param the error names or None)
+    (b'{"model": "smol", "messages": [', 400, None),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "max_tokens": "ten"}', 400, "max_tokens"),
+    (b'{"model": "smol"}', 400, "messages"),
+    (b'{"messages": [{"role": "user", "content": "hi"}]}', 400, None),
+    (b'{"model": "smol", "messages": [{"role": "wizard", "content": "hi"}]}', 400, "messages.0.role"),
+    (b'{"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}', 404, "model"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}', 400, "max_tokens"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1000000}', 400, "max_tokens"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "n": 2}', 400, "n"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "temperature": -1}', 400, None),
+    (b'[1, 2]', 400, None),
+]
+
+
+@pytest.mark.parametrize("body,status,param", BAD)
+def test_bad_input_gets_the_right_status_and_shape_then_good_requests_work(server, client, body, status, param):
+    r = httpx.post(server.url + "/v1/chat/completions", content=body,
+                   headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}, timeout=60)
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"].endswith(".")
+    assert err["type"] == "invalid_request_error"
+    if param:
+        assert err["param"] == param
+    ok = client.chat.completions.create(model="smol", messages=MSGS, max_tokens=2)
+    assert ok.choices[0].message.content is not None
+
+
+def test_sdk_error_types_and_oversized_prompt(client):
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-9", messages=MSGS, max_tokens=2)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "word " * 600}],
+                                       max_tokens=2)
+    assert "context" in e.value.message and e.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model="smol", prompt="word " * 600, max_tokens=2)
+
+
+def _stream_lines(server, max_tokens, out: list, stop: threading.Event):
+    body = {"model": "smol", "messages": MSGS, "max_tokens": max_tokens, "stream": True, "temperature": 0}
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=120,
+                      headers={"Authorization": f"Bearer {KEY}"}) as r:
+        out.append(r.status_code)
+        for line in r.iter_lines():
+            out.append(line)
+            if stop.is_set():
+                return  # leaving the block closes the connection: the client has gone
+
+
+def test_queue_bound_429_keepalive_comments_and_disconnect_stops_generation(server, client):
+    stop = threading.Event()
+    first, second = [], []
+    t1 = threading.Thread(target=_stream_lines, args=(server, 400, first, stop))
+    t1.start()
+    while len(first) < 3:  # the first request is generating
+        time.sleep(0.05)
+    t2 = threading.Thread(target=_stream_lines, args=(server, 400, second, stop))
+    t2.start()
+    while server.metrics(KEY)["queued"] < 1:  # the second waits in the queue (bound 1)
+        time.sleep(0.05)
+    with pytest.raises(openai.RateLimitError) as e:
+        client.chat.completions.create(model="smol", messages=MSGS, max_tokens=2)
+    assert e.value.code == "rate_limit_exceeded"
+    time.sleep(0.8)
+    assert ": keep-alive" in second  # the waiting stream hears from the server
+    first_id = json.loads(first[1][len("data: "):])["id"]
+    assert first_id.startswith("chatcmpl-")
+    stop.set()
+    t1.join(60)
+    t2.join(60)
+    m = server.wait_idle(KEY)
+    cancelled = [r for r in m["recent"][-2:] if r["finish_reason"] == "cancelled"]
+    assert len(cancelled) == 2, m["recent"]  # both stopped early, neither ran to its 400 tokens
+    assert all(r["generated_tokens"] < 400 for r in cancelled)
+    before = m["generated_tokens"]
+    time.sleep(1.0)
+    assert server.metrics(KEY)["generated_tokens"] == before  # nothing keeps generating for them
+
+    # non-streaming: the client times out and goes; the engine stops that request too
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/chat/completions", timeout=3, headers={"x-api-key": KEY},
+                   json={"model": "smol", "messages": MSGS, "max_tokens": 400, "temperature": 0})
+    m = server.wait_idle(KEY)
+    assert m["recent"][-1]["finish_reason"] == "cancelled" and m["recent"][-1]["generated_tokens"] < 400
+    assert client.chat.completions.create(model="smol", messages=MSGS, max_tokens=2).choices
