@@ -44,7 +44,7 @@ def _pick_dtype(device: torch.device, dtype) -> torch.dtype:
 class LLM:
     def __init__(self, model: str | None = None, backend: str = "auto", device: str | None = None,
                  dtype=None, max_context: int | None = None, draft: str | None = None,
-                 kv_cache: str = "auto", progress: bool = True):
+                 kv_cache: str = "auto", progress: bool = True, quantized_weights: bool | None = None):
         t0 = time.perf_counter()
         path = model or default_model_path()
         self.model_path = path
@@ -54,12 +54,23 @@ class LLM:
         self.device, self.dtype = dev, _pick_dtype(dev, dtype)
         self.checkpoint = ckpt = open_checkpoint(path)
         self.config = cfg = model_config_from_hf(ckpt.config)
-        self.ops = resolve(self.backend, DeviceSpec.of(dev, self.dtype))
+        from .quant.kv_cache import KV_FORMATS
+
+        self.kv_cache = "bf16" if kv_cache in ("auto", None) else kv_cache  # "bf16" means the model dtype
+        if self.kv_cache not in KV_FORMATS:
+            raise NinferError(f"Unknown kv_cache {kv_cache!r}; choose auto, {', '.join(KV_FORMATS)}.")
+        self.ops = resolve(self.backend, DeviceSpec.of(dev, self.dtype), kv_format=self.kv_cache)
+        if max_context == "auto":  # the capacity planner: the longest context this device holds
+            from .quant.capacity import auto_max_context
+
+            max_context = auto_max_context(ckpt, cfg, ARCHITECTURES[cfg.architecture], dev, self.dtype,
+                                           self.kv_cache, quantized_weights)
         self.max_context = min(max_context or (8192 if dev.type == "cpu" else 32768), cfg.max_position_embeddings)
         if self.max_context < 2:
             raise NinferError(f"max_context must be at least 2 tokens, got {self.max_context}.")
         arch = ARCHITECTURES[cfg.architecture]
         self.model = CausalLM(cfg, self.ops)
+        self.model.keep_quantized = quantized_weights  # None: auto (ninfer.quant.load)
         load_weights(self.model, ckpt, arch.names, self.dtype, dev, progress)
         if getattr(arch, "load_extra", None):  # e.g. Qwen3.5's mtp.* head, kept for the MTP drafter
             arch.load_extra(self.model, ckpt, self.dtype, dev)
@@ -76,7 +87,8 @@ class LLM:
 
         state_factory = getattr(arch, "state_factory", None)
         self.runner = ModelRunner(self.model, cfg, dev, self.dtype, self.max_context,
-                                  state_factory=(lambda: state_factory(cfg, dev)) if state_factory else None)
+                                  state_factory=(lambda: state_factory(cfg, dev)) if state_factory else None,
+                                  kv_format=self.kv_cache)
         self.draft = draft
         self.drafter = None
         if draft:
@@ -129,7 +141,14 @@ class LLM:
              enable_thinking: bool | None = None) -> Output:
         return self.generate(self.render_chat(messages, tools=tools, enable_thinking=enable_thinking), params)
 
+    def perplexity(self, text: str) -> float:
+        """exp(mean next-token NLL) of ``text`` on this engine's kernels and KV format."""
+        from .quant.perplexity import perplexity
+
+        with self._lock:
+            return perplexity(self, text)
+
     def info(self) -> dict:
         return {"model": self.model_path, "architecture": self.config.architecture, "backend": self.backend,
                 "device": str(self.device), "dtype": str(self.dtype).replace("torch.", ""),
-                "max_context": self.max_context, "ops": self.ops.explain()}
+                "max_context": self.max_context, "kv_cache": self.kv_cache, "ops": self.ops.explain()}

@@ -24,10 +24,12 @@ _loaded = False
 
 
 def _builtin_plugins():
+    from .quant import plugin as quant_plugin
     from .reference import plugin as reference_plugin
     from .weights import plugin as weights_plugin
 
-    return [("ninfer.reference", reference_plugin), ("ninfer.weights", weights_plugin)]
+    return [("ninfer.reference", reference_plugin), ("ninfer.weights", weights_plugin),
+            ("ninfer.quant", quant_plugin)]
 
 
 def load_plugins() -> pluggy.PluginManager:

@@ -15,12 +15,13 @@ from .context import ForwardContext
 
 class ModelRunner:
     def __init__(self, model, cfg, device: torch.device, dtype: torch.dtype, max_context: int,
-                 block_size: int = 64, prefill_chunk: int = 2048, state_factory=None):
+                 block_size: int = 64, prefill_chunk: int = 2048, state_factory=None, kv_format: str = "bf16"):
         self.model, self.cfg, self.device, self.dtype = model, cfg, device, dtype
         self.max_context, self.prefill_chunk = max_context, prefill_chunk
         n_attn = len(cfg.attention_layers)
         num_blocks = (max_context + block_size - 1) // block_size
-        self.kv = PagedKVCache(n_attn, num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim, dtype, device)
+        self.kv = PagedKVCache(n_attn, num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim, dtype, device,
+                                kv_format)
         self.seq = SequenceKV(self.kv, max_context, device)
         self.cos_sin = rope_cos_sin(max_context, cfg.rotary_dim, cfg.rope_theta, cfg.rope_scaling, device)
         self.state = state_factory() if state_factory else None  # recurrent state (hybrid models)

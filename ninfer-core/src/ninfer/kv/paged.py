@@ -14,11 +14,17 @@ from ..errors import NinferError
 
 class PagedKVCache:
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, kv_heads: int, head_dim: int,
-                 dtype: torch.dtype, device: torch.device):
-        self.block_size, self.num_blocks = block_size, num_blocks
+                 dtype: torch.dtype, device: torch.device, kv_format: str = "bf16"):
+        self.block_size, self.num_blocks, self.kv_format = block_size, num_blocks, kv_format
         shape = (num_blocks, block_size, kv_heads, head_dim)  # [blocks, block_size, kv_heads, head_dim]
-        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        if kv_format != "bf16":  # quantised pools with their scales (ninfer.quant.kv_cache)
+            from ..quant.kv_cache import make_pool
+
+            self.k = [make_pool(kv_format, True, *shape, device) for _ in range(num_layers)]
+            self.v = [make_pool(kv_format, False, *shape, device) for _ in range(num_layers)]
+        else:
+            self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+            self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.free_blocks = list(range(num_blocks - 1, -1, -1))
 
     @staticmethod

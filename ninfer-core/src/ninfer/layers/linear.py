@@ -9,9 +9,11 @@ class Linear:
     def __init__(self, ops, in_features: int, out_features: int, bias: bool = False):
         self.ops = ops
         self.in_features, self.out_features = in_features, out_features
-        self.weight: torch.Tensor | None = None  # [out, in]
+        self.weight: torch.Tensor | None = None  # [out, in], or a quantised weight (ninfer.quant.QuantWeight)
         self.bias: torch.Tensor | None = None
         self.has_bias = bias
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.ops.linear(x, self.weight, self.bias)
+        if isinstance(self.weight, torch.Tensor):
+            return self.ops.linear(x, self.weight, self.bias)
+        return self.ops.linear_for(self.weight.layout)(x, self.weight, self.bias)

@@ -29,7 +29,15 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
     total = sum(len(v) for v in sources.values())
     bar = tqdm(total=total, desc="loading weights", unit="tensor", file=sys.stderr,
                disable=None if progress else True, leave=False)
+    from ..quant.load import load_quantized
+
+    keep_quantized = getattr(model, "keep_quantized", None)
     for path, canon in sources.items():
+        q = load_quantized(model, path, checkpoint, [find(c) for c in canon], device, keep_quantized)
+        if q is not None:  # quantised formats stay quantised (ninfer.quant)
+            model.set_weight(path, q)
+            bar.update(len(canon))
+            continue
         parts = [checkpoint.get(find(c)) for c in canon]
         t = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
         model.set_weight(path, t.to(device=device, dtype=dtype).contiguous())

@@ -60,6 +60,16 @@ class OpSet:
     backend: str
     spec: DeviceSpec
     impls: dict[str, OpImpl] = field(default_factory=dict)
+    gemm: dict[str, OpImpl] = field(default_factory=dict)  # weight layout -> its linear
+
+    def linear_for(self, layout: str) -> Callable:
+        """The GEMM for weights stored in ``layout`` ("dense", "int4_grouped", ...)."""
+        if layout in self.gemm:
+            return self.gemm[layout].fn
+        from ..errors import NinferError
+
+        raise NinferError(f"No GEMM is registered for weight layout {layout!r}; install a backend that has one "
+                          "or load the model unquantised.")
 
     def __getattr__(self, op: str) -> Callable:
         impls = self.__dict__.get("impls", {})
@@ -83,23 +93,35 @@ def all_impls() -> list[OpImpl]:
 def resolve(backend: str, spec: DeviceSpec, kv_format: str = "bf16", weight_layout: str = "dense") -> OpSet:
     """Pick, per op, the best implementation of ``backend`` for ``spec``; reference otherwise."""
     chosen: dict[str, OpImpl] = {}
+    gemm: dict[str, OpImpl] = {}
     impls = all_impls()
+
+    def fits(impl: OpImpl) -> bool:  # attention and KV writes serve one KV format; "linear" one layout
+        if impl.op in ("paged_attention", "write_kv") and impl.kv_format != kv_format:
+            return False
+        return impl.op != "linear" or impl.weight_layout == weight_layout
+
     for impl in impls:
         if impl.backend != "reference":
             continue
-        if impl.op == "paged_attention" and impl.kv_format != kv_format:
-            continue
-        chosen.setdefault(impl.op, impl)
+        if impl.op == "linear":
+            gemm.setdefault(impl.weight_layout, impl)
+        if fits(impl):
+            chosen.setdefault(impl.op, impl)
     if backend != "reference":
         best: dict[str, OpImpl] = {}
+        best_gemm: dict[str, OpImpl] = {}
         for impl in impls:
             if impl.backend != backend or not impl.accepts(spec):
                 continue
-            if impl.op == "paged_attention" and impl.kv_format != kv_format:
-                continue
-            if impl.op == "linear" and impl.weight_layout != weight_layout:
+            if impl.op == "linear":
+                cur = best_gemm.get(impl.weight_layout)
+                if cur is None or impl.priority > cur.priority:
+                    best_gemm[impl.weight_layout] = impl
+            if not fits(impl):
                 continue
             if impl.op not in best or impl.priority > best[impl.op].priority:
                 best[impl.op] = impl
         chosen.update(best)
-    return OpSet(backend=backend, spec=spec, impls=chosen)
+        gemm.update(best_gemm)
+    return OpSet(backend=backend, spec=spec, impls=chosen, gemm=gemm)

@@ -1,0 +1,91 @@
+"""The capacity planner: the longest context a memory budget holds for a model and KV format.
+
+budget = weights (as they will sit on the device) + fixed workspace + recurrent state
+         + context * (KV bytes per token + RoPE table bytes per token)
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ..errors import NinferError
+from .kv_cache import bytes_per_token
+
+WORKSPACE_FIXED = 512 * 2**20  # CUDA context, allocator slack, CUDA graphs
+
+
+def weight_bytes(checkpoint, dtype: torch.dtype, keep_gguf: bool = True) -> int:
+    """Bytes the weights take once loaded: quantised tensors at their packed size, the rest at dtype."""
+    elt = torch.empty((), dtype=dtype).element_size()
+    total = 0
+    stored = getattr(checkpoint, "_stored", None)
+    quant_modules = getattr(checkpoint, "_modules", set())
+    for name in checkpoint.tensor_names():
+        if "visual" in name or name.startswith("mtp"):
+            continue
+        shape = checkpoint.tensor_shape(name)
+        n = 1
+        for s in shape:
+            n *= s
+        module = name[: -len(".weight")]
+        if stored is not None and module in quant_modules:  # compressed-tensors / GPTQ: stored parts
+            total += sum(_stored_nbytes(checkpoint, p) for p in stored if p.startswith(module + "."))
+        elif keep_gguf and hasattr(checkpoint, "tensor_info") and len(shape) == 2 and \
+                checkpoint.tensor_type(name) in ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"):
+            total += checkpoint.tensor_info(name).nbytes
+        else:
+            total += n * elt
+    return total  # a tied lm_head reads the embedding table in place: counted once
+
+
+def _stored_nbytes(checkpoint, name: str) -> int:
+    sl = checkpoint._handle(checkpoint._files[name]).get_slice(name)
+    n = 1
+    for s in sl.get_shape():
+        n *= s
+    return n * {"I32": 4, "F16": 2, "BF16": 2, "F32": 4, "I64": 8, "U8": 1, "I8": 1}.get(sl.get_dtype(), 4)
+
+
+def workspace_bytes(cfg, dtype: torch.dtype, prefill_chunk: int = 2048) -> int:
+    """Activations of one prefill chunk (with headroom for temporaries) plus a logits row."""
+    elt = torch.empty((), dtype=dtype).element_size()
+    per_token = (4 * cfg.hidden_size + 3 * cfg.intermediate_size + 3 * cfg.num_heads * cfg.head_dim) * elt
+    return WORKSPACE_FIXED + 2 * prefill_chunk * per_token + 16 * cfg.vocab_size * 4
+
+
+def plan_max_context(cfg, budget_bytes: int, kv_format: str, weights: int, dtype: torch.dtype,
+                     state_bytes: int = 0, block_size: int = 64) -> int:
+    """The largest context (a multiple of block_size, at most the model's limit) that fits the budget."""
+    fmt = "bf16" if kv_format in ("auto", "bf16") else kv_format
+    per_token = bytes_per_token(fmt, len(cfg.attention_layers), cfg.num_kv_heads, cfg.head_dim, dtype)
+    per_token += cfg.rotary_dim * 4  # the float32 cos/sin table is sized by the context too
+    free = budget_bytes - weights - workspace_bytes(cfg, dtype) - state_bytes
+    ctx = int(free // per_token) // block_size * block_size
+    if ctx < block_size:
+        raise NinferError(f"The model needs {(weights + workspace_bytes(cfg, dtype)) / 2**30:.1f} GiB before any "
+                          f"KV cache but the budget is {budget_bytes / 2**30:.1f} GiB; use quantised weights, "
+                          "a smaller model or a bigger GPU.")
+    return min(ctx, cfg.max_position_embeddings)
+
+
+def device_budget(device: torch.device) -> int:
+    """Memory ninfer may use here: 95% of the GPU's free memory, or half the available RAM."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * 0.95)
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+def auto_max_context(checkpoint, cfg, arch, device: torch.device, dtype: torch.dtype, kv_format: str,
+                     keep_quantized: bool | None = None, budget: int | None = None) -> int:
+    """``--max-context auto``: plan against this device's free memory (or ``budget`` bytes)."""
+    keep_gguf = keep_quantized is True or (keep_quantized is None and device.type != "cpu")
+    weights = weight_bytes(checkpoint, dtype, keep_gguf)
+    state = arch.state_bytes(cfg) if hasattr(arch, "state_bytes") else 0
+    return plan_max_context(cfg, budget if budget is not None else device_budget(device), kv_format, weights,
+                            dtype, state)
