@@ -139,6 +139,20 @@ def test_chunked_prefill_continues_the_state(pair):
     torch.testing.assert_close(chunked, full, rtol=1e-4, atol=1e-4)
 
 
+def test_prompt_extending_the_cached_sequence_continues_its_state(pair):
+    _, llm, _, _ = pair
+    ids = prompt(36, seed=7)
+    llm.runner.reset()
+    fresh = llm.runner.prefill(ids)
+    llm.runner.reset()
+    llm.runner.prefill(ids[:20])
+    extended = llm.runner.prefill(ids)  # runs only the 16 new tokens, from the kept state
+    torch.testing.assert_close(extended, fresh, rtol=1e-4, atol=1e-4)
+    other = llm.runner.prefill(ids[:10] + prompt(5, seed=8))  # diverges: must start over
+    llm.runner.reset()
+    torch.testing.assert_close(other, llm.runner.prefill(ids[:10] + prompt(5, seed=8)), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("accepted", [0, 2, 5])
 def test_verify_then_keep_accepted_equals_recomputation(pair, accepted):
     """Verify k=5 tokens, keep the state at the accepted length, continue: as if never drafted."""
