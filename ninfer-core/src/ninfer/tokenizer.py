@@ -71,6 +71,13 @@ class Tokenizer:
         if eos_token_id is not None:
             self.eos_token_ids.add(int(eos_token_id))
         self.eos_token = self.id_to_token(self.eos_token_id) if self.eos_token_id is not None else None
+        # SentencePiece-style <0xXX> tokens: the decoder validates a whole run of them at once, so the
+        # detokenizer must not cut a run (an invalid run turns every byte in it into U+FFFD).
+        self.byte_fallback_ids: frozenset[int] = frozenset()
+        if getattr(hf.model, "byte_fallback", False):
+            ids = (hf.token_to_id(f"<0x{b:02X}>") for b in range(256))
+            self.byte_fallback_ids = frozenset(i for i in ids if i is not None)
+        self.special_token_ids = frozenset(i for i, t in hf.get_added_tokens_decoder().items() if t.special)
 
     # -- the contract -----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
