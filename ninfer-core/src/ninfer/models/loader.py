@@ -32,7 +32,12 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
     from ..quant.load import load_quantized
 
     keep_quantized = getattr(model, "keep_quantized", None)
+    dense: dict[tuple, torch.Tensor] = {}  # tied weights (embed == lm_head) share one device tensor
     for path, canon in sources.items():
+        if tuple(canon) in dense:
+            model.set_weight(path, dense[tuple(canon)])
+            bar.update(len(canon))
+            continue
         q = load_quantized(model, path, checkpoint, [find(c) for c in canon], device, keep_quantized)
         if q is not None:  # quantised formats stay quantised (ninfer.quant)
             model.set_weight(path, q)
@@ -40,7 +45,9 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
             continue
         parts = [checkpoint.get(find(c)) for c in canon]
         t = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
-        model.set_weight(path, t.to(device=device, dtype=dtype).contiguous())
+        t = t.to(device=device, dtype=dtype).contiguous()
+        model.set_weight(path, t)
+        dense[tuple(canon)] = t
         del parts, t
         bar.update(len(canon))
     bar.close()
