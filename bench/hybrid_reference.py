@@ -151,6 +151,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--dtype", default=None, help="bfloat16 (default on cuda) or float32 (default on cpu)")
     ap.add_argument("--tiny", action="store_true", help="tiny widths: check the script itself, e.g. on the CPU")
+    ap.add_argument("--vocab", type=int, default=None, help="override the vocabulary size (a cheaper shape check)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
@@ -158,7 +159,9 @@ def main(argv=None) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("FAIL: --device cuda but no CUDA GPU is visible to PyTorch")
     dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
-    shape = TINY if args.tiny else FULL
+    shape = dict(TINY if args.tiny else FULL)
+    if args.vocab:
+        shape["vocab_size"] = args.vocab
 
     hf, raw = build_transformers(shape, args.layers, dtype, device, args.seed)
     runner = build_ninfer(hf, raw, dtype, device, args.prompt + args.decode + 16)

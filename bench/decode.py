@@ -1,0 +1,116 @@
+"""Batch-1 decode and prefill speed of ninfer on random-weight models of real shapes.
+
+For each shape and context: prefill a random prompt of CTX tokens (timed), then greedy-decode NEW
+tokens through the engine's runner (CUDA graphs on, an argmax and a host read per token, as in
+generation). Reports tok/s, the bytes one decode step must read (weights but the embedding table, the
+KV cache up to the context, the Gated DeltaNet states read and written) over the measured device copy
+bandwidth, and prefill tok/s.
+
+    python bench/decode.py --backend sm90 --shapes qwen3-8b,llama3-8b,qwen3.5-27b --ctx 512,8192
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import random_model as rm  # noqa: E402
+
+
+def copy_bandwidth(nbytes: int = 2 * 1024**3) -> float:
+    """Device-to-device copy, bytes read + written per second (median of 10, events)."""
+    x = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    y = torch.empty_like(x)
+    times = []
+    for i in range(13):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        y.copy_(x)
+        b.record()
+        b.synchronize()
+        if i >= 3:
+            times.append(a.elapsed_time(b) / 1e3)
+    del x, y
+    return 2 * nbytes / sorted(times)[len(times) // 2]
+
+
+def step_bytes(runner, weights: dict, ctx: int) -> int:
+    """Bytes one decode step at context ctx must move at least."""
+    cfg = runner.cfg
+    esize = torch.empty((), dtype=runner.dtype).element_size()
+    kv = len(cfg.attention_layers) * ctx * cfg.num_kv_heads * cfg.head_dim * 2 * esize
+    state = 0
+    if runner.state is not None:
+        s = runner.state
+        state = 2 * s.num_layers * 4 * (s.heads * s.k_dim * s.v_dim + s.conv_dim * (s.kernel - 1))
+    return rm.weight_bytes(weights) + kv + state
+
+
+def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: int | None) -> dict:
+    dtype = torch.bfloat16
+    runner, weights = rm.build(shape, backend, "cuda", dtype, ctx + new + 64, layers=layers)
+    vocab = runner.cfg.vocab_size
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, vocab, (ctx,), generator=g).tolist()
+    argmax = runner.model.ops.argmax
+    # warm-up: compile kernels, cuBLAS handles, capture the decode graph
+    tok = int(argmax(runner.prefill(prompt[:64])[None])[0])
+    for _ in range(3):
+        tok = int(argmax(runner.decode(tok)[None])[0])
+    runner.reset()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    logits = runner.prefill(prompt)
+    torch.cuda.synchronize()
+    t_prefill = time.perf_counter() - t0
+    tok = int(argmax(logits[None])[0])
+    t0 = time.perf_counter()
+    for _ in range(new):
+        tok = int(argmax(runner.decode(tok)[None])[0])
+    t_decode = time.perf_counter() - t0
+    tok_s = new / t_decode
+    nbytes = step_bytes(runner, weights, ctx + new // 2)
+    row = {"shape": shape, "layers": runner.cfg.num_layers, "backend": backend, "ctx": ctx, "new": new,
+           "prefill_tok_s": ctx / t_prefill, "decode_tok_s": tok_s, "step_GB": nbytes / 1e9,
+           "bw_fraction": nbytes * tok_s / bw, "graph_replays": runner.graphs.replays if runner.graphs else 0}
+    del runner, weights
+    torch.cuda.empty_cache()
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="sm90")
+    ap.add_argument("--shapes", default="llama3-8b,qwen3-8b,qwen3.5-27b")
+    ap.add_argument("--ctx", default="512,8192")
+    ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=None, help="fewer layers, for a quick look")
+    ap.add_argument("--json", default=None, help="write the rows here")
+    a = ap.parse_args()
+    bw = copy_bandwidth()
+    print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s  torch {torch.__version__}", flush=True)
+    rows = []
+    for shape in a.shapes.split(","):
+        for ctx in (int(c) for c in a.ctx.split(",")):
+            try:
+                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers))
+                r = rows[-1]
+                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend}: decode {r['decode_tok_s']:7.1f} tok/s "
+                      f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
+                      f"prefill {r['prefill_tok_s']:8.0f} tok/s", flush=True)
+            except Exception as e:  # one shape failing must not hide the others
+                print(f"FAILED {shape} ctx={ctx}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Every kernel op against the reference op, on fresh random inputs of real shapes (8B, 27B), in each
+dtype the backend serves. Tolerance: relative L2 < 1e-2 (bf16/fp16 outputs; the reference runs in
+float32 on upcast inputs); integer and copy ops exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import backend_dtypes, poison_allocator, rel_l2
+from ninfer.ops import DeviceSpec, resolve
+from ninfer.reference import ops as ref
+
+TOL = 1e-2
+
+
+def opset(backend, dtype):
+    ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
+    assert ops.impls["linear"].backend == backend  # the kernel, not the fallback, is under test
+    return ops
+
+
+def randn(*shape, dtype, scale=1.0):
+    return (torch.randn(*shape, device="cuda") * scale).to(dtype)
+
+
+@pytest.mark.parametrize("T", [1, 3, 8, 16, 64])
+@pytest.mark.parametrize("K,N,bias", [(4096, 6144, False), (4096, 24576, False), (12288, 4096, False),
+                                      (5120, 1024, True), (17408, 5120, False), (4096, 151936, False)])
+def test_linear(backend, T, K, N, bias):
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x, W = randn(T, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5)
+        b = randn(N, dtype=dtype) if bias else None
+        poison_allocator()
+        y = ops.linear(x, W, b)
+        want = ref.linear(x.float(), W.float(), None if b is None else b.float())
+        assert y.shape == (T, N) and y.dtype == dtype
+        assert rel_l2(y, want) < TOL
+
+
+@pytest.mark.parametrize("shape,zc", [((1, 4096), False), ((7, 5120), True), ((64, 4096), False),
+                                      ((5, 32, 128), False), ((16, 24, 256), True)])
+def test_rms_norm(backend, shape, zc):
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x, w = randn(*shape, dtype=dtype, scale=3.0), randn(shape[-1], dtype=dtype, scale=0.5)
+        poison_allocator()
+        y = ops.rms_norm(x, w, 1e-6, zc)
+        assert rel_l2(y, ref.rms_norm(x.float(), w.float(), 1e-6, zc)) < TOL
+
+
+@pytest.mark.parametrize("T", [1, 4, 33])
+def test_rms_norm_gated(backend, T):
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x, z, w = randn(T, 48, 128, dtype=dtype), randn(T, 48, 128, dtype=dtype), randn(128, dtype=dtype)
+        poison_allocator()
+        y = ops.rms_norm_gated(x, z, w, 1e-6)
+        assert rel_l2(y, ref.rms_norm_gated(x.float(), z.float(), w.float(), 1e-6)) < TOL
+
+
+@pytest.mark.parametrize("T,Hq,Hk,D,rd", [(1, 32, 8, 128, 128), (16, 32, 8, 128, 128), (9, 24, 4, 256, 64),
+                                          (300, 16, 2, 64, 64)])
+def test_rope(backend, T, Hq, Hk, D, rd):
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        cos_sin = ref.rope_cos_sin(20000, rd, 1e6, device="cuda")
+        # q and k as strided views of one fused qkv output, as the attention layer passes them
+        qkv = randn(T, (Hq + 2 * Hk) * D, dtype=dtype)
+        q, k, _ = qkv.split([Hq * D, Hk * D, Hk * D], dim=-1)
+        q, k = q.view(T, Hq, D), k.view(T, Hk, D)
+        positions = torch.sort(torch.randint(0, 20000, (T,), device="cuda")).values
+        poison_allocator()
+        qo, ko = ops.rope(q, k, positions, cos_sin)
+        rq, rk = ref.rope(q.float(), k.float(), positions, cos_sin)
+        assert rel_l2(qo, rq) < TOL and rel_l2(ko, rk) < TOL
+
+
+@pytest.mark.parametrize("T,I", [(1, 12288), (16, 17408), (100, 14336)])
+def test_silu_mul(backend, T, I):
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x = randn(T, 2 * I, dtype=dtype, scale=2.0)
+        poison_allocator()
+        assert rel_l2(ops.silu_mul(x), ref.silu_mul(x.float())) < TOL
+
+
+@pytest.mark.parametrize("T,Hk,D", [(1, 8, 128), (16, 4, 256), (200, 8, 128)])
+def test_write_kv(backend, T, Hk, D):
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        blocks, bs = 64, 16
+        kc, vc = randn(blocks, bs, Hk, D, dtype=dtype), randn(blocks, bs, Hk, D, dtype=dtype)
+        kv = randn(T, 2 * Hk * D, dtype=dtype)
+        k, v = (t.view(T, Hk, D) for t in kv.split([Hk * D, Hk * D], dim=-1))  # strided views
+        slots = torch.randperm(blocks * bs, device="cuda")[:T]
+        want_k, want_v = kc.clone(), vc.clone()
+        ref.write_kv(k, v, want_k, want_v, slots)
+        ops.write_kv(k, v, kc, vc, slots)
+        assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+
+
+@pytest.mark.parametrize("T,V", [(1, 151936), (4, 248320), (16, 128256)])
+def test_argmax(backend, T, V):
+    for dtype in [torch.float32, *backend_dtypes(backend)]:
+        ops = opset(backend, backend_dtypes(backend)[0])
+        logits = randn(T, V, dtype=dtype, scale=3.0)
+        poison_allocator()
+        assert torch.equal(ops.argmax(logits), torch.argmax(logits, dim=-1))
