@@ -21,9 +21,12 @@ def _shifts(*values: int) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.uint8)
 
 
+_LOW_HIGH = torch.tensor([0, 4], dtype=torch.uint8).reshape(1, 2, 1)
+
+
 def _nibbles(qs: torch.Tensor) -> torch.Tensor:
     """[n, 16] packed bytes -> [n, 32]: low nibbles are elements 0..15, high nibbles 16..31."""
-    return torch.cat([qs & 0x0F, qs >> 4], dim=1)
+    return ((qs.unsqueeze(1) >> _LOW_HIGH) & 0x0F).reshape(qs.shape[0], 32)  # [n, 2, 16] -> [n, 32]
 
 
 def _fifth_bits(qh: torch.Tensor) -> torch.Tensor:
@@ -44,32 +47,32 @@ def bf16(b):
     return b.contiguous().view(torch.bfloat16).float()
 
 
+# In-place float ops below (mul_, add_) save allocations; products keep ggml's order, (d * q) + m.
 def q8_0(b):
     d = _f16(b[:, :2])
-    return b[:, 2:].contiguous().view(torch.int8).float() * d
+    return b[:, 2:].contiguous().view(torch.int8).float().mul_(d)
 
 
 def q4_0(b):
     d = _f16(b[:, :2])
-    q = _nibbles(b[:, 2:]).to(torch.int8) - 8
-    return d * q.float()
+    return _nibbles(b[:, 2:]).float().sub_(8).mul_(d)  # q - 8 is exact in float32
 
 
 def q4_1(b):
     d, m = _f16(b[:, :2]), _f16(b[:, 2:4])
-    return d * _nibbles(b[:, 4:]).float() + m
+    return _nibbles(b[:, 4:]).float().mul_(d).add_(m)
 
 
 def q5_0(b):
     d = _f16(b[:, :2])
-    q = (_nibbles(b[:, 6:]) | (_fifth_bits(b[:, 2:6]) << 4)).to(torch.int8) - 16
-    return d * q.float()
+    q = _nibbles(b[:, 6:]) | (_fifth_bits(b[:, 2:6]) << 4)
+    return q.float().sub_(16).mul_(d)
 
 
 def q5_1(b):
     d, m = _f16(b[:, :2]), _f16(b[:, 2:4])
     q = _nibbles(b[:, 8:]) | (_fifth_bits(b[:, 4:8]) << 4)
-    return d * q.float() + m
+    return q.float().mul_(d).add_(m)
 
 
 def _k_scale_min(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
