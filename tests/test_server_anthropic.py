@@ -16,6 +16,7 @@ from test_server_harness import Server, engine_tokenizer_and_template
 
 KEY = "anthropic-key"
 MSGS = [{"role": "user", "content": "Hi"}]
+GREEDY = {"temperature": 0}  # this SDK has no temperature argument; the server still takes it
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,8 @@ def client(server):
 
 
 def test_stream_and_non_stream_agree_usage_and_count_tokens(client):
-    full = client.messages.create(model="smol", max_tokens=40, messages=MSGS, temperature=0)
-    with client.messages.stream(model="smol", max_tokens=40, messages=MSGS, temperature=0) as stream:
+    full = client.messages.create(model="smol", max_tokens=40, messages=MSGS, extra_body=GREEDY)
+    with client.messages.stream(model="smol", max_tokens=40, messages=MSGS, extra_body=GREEDY) as stream:
         final = stream.get_final_message()
     assert full.content[0].type == "text" and full.content[0].text
     assert final.content[0].text == full.content[0].text
@@ -61,21 +62,24 @@ def test_system_string_or_blocks_and_stop_sequences(client):
     as_text = client.messages.count_tokens(model="smol", system="Be brief.", messages=MSGS).input_tokens
     as_blocks = client.messages.count_tokens(model="smol", messages=MSGS,
                                              system=[{"type": "text", "text": "Be brief."}]).input_tokens
-    assert as_text == as_blocks > client.messages.count_tokens(model="smol", messages=MSGS).input_tokens
-    full = client.messages.create(model="smol", max_tokens=40, messages=MSGS, temperature=0)
+    tok, template = engine_tokenizer_and_template()
+    with_system = [{"role": "system", "content": "Be brief."}] + MSGS
+    assert as_text == as_blocks == len(tok.encode(template.render(with_system, add_generation_prompt=True)))
+    full = client.messages.create(model="smol", max_tokens=40, messages=MSGS, extra_body=GREEDY)
     text = full.content[0].text
     word = text.split()[1]
-    cut = client.messages.create(model="smol", max_tokens=40, messages=MSGS, temperature=0, stop_sequences=[word])
+    cut = client.messages.create(model="smol", max_tokens=40, messages=MSGS, extra_body=GREEDY,
+                                 stop_sequences=[word])
     assert cut.stop_reason == "stop_sequence" and cut.stop_sequence == word
     assert cut.content[0].text == text[: text.index(word)]
-    short = client.messages.create(model="smol", max_tokens=2, messages=MSGS, temperature=0)
+    short = client.messages.create(model="smol", max_tokens=2, messages=MSGS, extra_body=GREEDY)
     assert short.stop_reason == "max_tokens" and short.usage.output_tokens == 2
 
 
 def test_forced_tool_use(client):
     tools = [{"name": "get_weather", "description": "Weather for a city",
               "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
-    kw = dict(model="smol", max_tokens=24, temperature=0, tools=tools,
+    kw = dict(model="smol", max_tokens=24, extra_body=GREEDY, tools=tools,
               tool_choice={"type": "tool", "name": "get_weather"},
               messages=[{"role": "user", "content": "Weather in Paris?"}])
     full = client.messages.create(**kw)

@@ -145,7 +145,8 @@ def test_sdk_error_types_and_oversized_prompt(client):
 
 
 def _stream_lines(server, max_tokens, out: list, stop: threading.Event):
-    body = {"model": "smol", "messages": MSGS, "max_tokens": max_tokens, "stream": True, "temperature": 0}
+    body = {"model": "smol", "messages": MSGS, "max_tokens": max_tokens, "stream": True, "temperature": 0,
+            "ignore_eos": True}  # runs to max_tokens unless it is stopped
     with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=120,
                       headers={"Authorization": f"Bearer {KEY}"}) as r:
         out.append(r.status_code)
@@ -187,7 +188,7 @@ def test_queue_bound_429_keepalive_comments_and_disconnect_stops_generation(serv
     # non-streaming: the client times out and goes; the engine stops that request too
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(server.url + "/v1/chat/completions", timeout=3, headers={"x-api-key": KEY},
-                   json={"model": "smol", "messages": MSGS, "max_tokens": 400, "temperature": 0})
+                   json={"model": "smol", "messages": MSGS, "max_tokens": 400, "temperature": 0, "ignore_eos": True})
     m = server.wait_idle(KEY)
     assert m["recent"][-1]["finish_reason"] == "cancelled" and m["recent"][-1]["generated_tokens"] < 400
     assert client.chat.completions.create(model="smol", messages=MSGS, max_tokens=2).choices
