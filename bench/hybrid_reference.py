@@ -135,6 +135,23 @@ def run_transformers(model, ids: list[int], steps: int, device):
     return out.logits[0].float(), tokens, t_prefill, t_decode
 
 
+@torch.inference_mode()
+def fp32_logits(model, ids: list[int], device) -> torch.Tensor:
+    """The same weights run in float32 by transformers: how far is each bf16 run from exact?"""
+    import copy
+
+    exact = copy.deepcopy(model).float()
+    logits = exact(torch.tensor([ids], device=device)).logits[0].float()
+    del exact
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return logits
+
+
+def rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -174,8 +191,8 @@ def main(argv=None) -> int:
     for name, lg in (("ninfer", n_logits), ("transformers", t_logits)):
         if not torch.isfinite(lg).all():
             raise SystemExit(f"FAIL: {name} logits contain NaN or inf")
-    last_rel = float((n_logits[-1] - t_logits[-1]).norm() / t_logits[-1].norm())
-    all_rel = float((n_logits - t_logits).norm() / t_logits.norm())
+    last_rel, all_rel = rel_l2(n_logits[-1], t_logits[-1]), rel_l2(n_logits, t_logits)
+    exact = fp32_logits(hf, ids, device) if dtype != torch.float32 else None
     top1 = float((n_logits.argmax(-1) == t_logits.argmax(-1)).float().mean())
     diverge = next((i for i, (a, b) in enumerate(zip(n_tokens, t_tokens)) if a != b), len(n_tokens))
 
@@ -189,6 +206,11 @@ def main(argv=None) -> int:
     print(f"| decode {args.decode} steps (tok/s) | {args.decode / n_dec:,.1f} | {args.decode / t_dec:,.1f} |")
     print(f"| last-token logits rel. L2 error | {last_rel:.2e} | - |")
     print(f"| all-position logits rel. L2 error | {all_rel:.2e} | - |")
+    if exact is not None:
+        print(f"| all-position logits rel. L2 error vs fp32 transformers | {rel_l2(n_logits, exact):.2e} "
+              f"| {rel_l2(t_logits, exact):.2e} |")
+        print(f"| top-1 agreement with fp32 transformers | {(n_logits.argmax(-1) == exact.argmax(-1)).float().mean():.1%} "
+              f"| {(t_logits.argmax(-1) == exact.argmax(-1)).float().mean():.1%} |")
     print(f"| top-1 agreement over {args.prompt} positions | {top1:.1%} | - |")
     print(f"| greedy decode steps equal before the first difference | {diverge}/{args.decode} | - |")
     print()
