@@ -125,3 +125,38 @@ def test_missing_or_unsupported_tokenizer_is_a_clear_error(tmp_path):
         Tokenizer.from_hf_dir(str(tmp_path))
     with pytest.raises(NinferError, match="byte-level BPE"):
         Tokenizer.from_gguf({"tokenizer.ggml.model": "bert", "tokenizer.ggml.tokens": ["a"]})
+
+
+def _sentencepiece_metadata():
+    """A small SentencePiece-style vocabulary as llama.cpp writes it: pieces with scores, byte tokens,
+    control and user-defined tokens, and no merges (they are rebuilt from the scores)."""
+    corpus = " ".join(TEXTS[:4] + ["the quick brown fox jumps over the lazy dog"]).split()
+    pieces: dict[str, float] = {}
+    for word in corpus:
+        for w in (word, "\u2581" + word):
+            for i in range(len(w)):
+                for j in range(i + 1, min(len(w), i + 6) + 1):
+                    pieces.setdefault(w[i:j], -float(len(pieces) % 97) - (j - i))
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["<think>"] + list(pieces)
+    types = [2, 3, 3] + [6] * 256 + [4] + [1] * len(pieces)
+    scores = [0.0] * 260 + list(pieces.values())
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
+            "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}
+
+
+def test_sentencepiece_gguf_tokenizer_equals_transformers():
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
+
+    md = _sentencepiece_metadata()
+    ours = Tokenizer.from_gguf(md)
+    ref, _ = convert_gguf_tokenizer("llama", {
+        "tokenizer_type": "llama", "tokens": md["tokenizer.ggml.tokens"], "scores": md["tokenizer.ggml.scores"],
+        "token_type": md["tokenizer.ggml.token_type"]})
+    for text in TEXTS + ["<s>Hello<think>world</s> again", " the  quick\n fox"]:
+        ids = ours.encode(text)
+        assert ids == ref.encode(text, add_special_tokens=False).ids, text
+        assert ours.decode(ids) == ref.decode(ids, skip_special_tokens=False)
+        assert ours.decode(ids, skip_special_tokens=True) == ref.decode(ids, skip_special_tokens=True)
+    # a character outside the vocabulary falls back to its UTF-8 bytes
+    assert ours.encode("日") == [ours.token_to_id(t) for t in ("\u2581", "<0xE6>", "<0x97>", "<0xA5>")]
+    assert ours.byte_fallback_ids == {ours.token_to_id(f"<0x{b:02X}>") for b in range(256)}

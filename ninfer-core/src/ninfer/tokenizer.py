@@ -122,10 +122,12 @@ class Tokenizer:
     def from_gguf(cls, metadata: dict[str, Any]) -> "Tokenizer":
         kind = metadata.get("tokenizer.ggml.model")
         tokens = metadata.get("tokenizer.ggml.tokens")
-        if kind != "gpt2" or not tokens:
-            raise NinferError(f"This GGUF's tokenizer is {kind!r}; ninfer reads byte-level BPE ('gpt2') GGUF "
-                              "tokenizers only, so use the model's Hugging Face directory instead.")
-        hf = _byte_level_bpe(metadata)
+        builders = {"gpt2": _byte_level_bpe, "llama": _sentencepiece_bpe}
+        if kind not in builders or not tokens:
+            raise NinferError(f"This GGUF's tokenizer is {kind!r}; ninfer reads byte-level BPE ('gpt2') and "
+                              "SentencePiece BPE ('llama') GGUF tokenizers, so use the model's Hugging Face "
+                              "directory instead.")
+        hf = builders[kind](metadata)
         bos, eos_id = metadata.get("tokenizer.ggml.bos_token_id"), metadata.get("tokenizer.ggml.eos_token_id")
         eos = {metadata.get(f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")} - {None}
         types = metadata.get("tokenizer.ggml.token_type") or []
@@ -158,6 +160,39 @@ def _byte_level_bpe(metadata: dict[str, Any]) -> HFTokenizer:
     hf.add_special_tokens(control)
     hf.add_tokens(user)
     return hf
+
+
+def _sentencepiece_bpe(metadata: dict[str, Any]) -> HFTokenizer:
+    """A SentencePiece BPE (Llama 2, Mistral) tokenizer, built as transformers' LlamaTokenizer builds it:
+    Metaspace with a leading ▁ on the first piece, <0xXX> byte fallback, merges rebuilt from scores."""
+    tokens: list[str] = metadata["tokenizer.ggml.tokens"]
+    types: list[int] = metadata.get("tokenizer.ggml.token_type") or [1] * len(tokens)
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merges = metadata.get("tokenizer.ggml.merges")
+    merges = ([tuple(m.split(" ", 1)) for m in merges] if merges
+              else _merges_from_scores(tokens, metadata.get("tokenizer.ggml.scores") or [0.0] * len(tokens), vocab))
+    hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True))
+    space_prefix = bool(metadata.get("tokenizer.ggml.add_space_prefix", True))
+    hf.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first" if space_prefix
+                                                else "never", split=False)
+    steps = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    hf.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if space_prefix else []))
+    hf.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                           for t, k in zip(tokens, types) if k == CONTROL])
+    hf.add_tokens([AddedToken(t, special=False, normalized=False) for t, k in zip(tokens, types) if k == USER_DEFINED])
+    return hf
+
+
+def _merges_from_scores(tokens: list[str], scores: list[float], vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """SentencePiece files carry scores, not merges: every split of a token into two vocabulary pieces
+    is a merge, ranked by the merged token's score (higher first), as transformers' generate_merges."""
+    found = []
+    for token, score in zip(tokens, scores):
+        pairs = [(token[:k], token[k:]) for k in range(1, len(token)) if token[:k] in vocab and token[k:] in vocab]
+        pairs.sort(key=lambda p: (vocab[p[0]], vocab[p[1]]))
+        found += [(left, right, score) for left, right in pairs]
+    found.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
+    return [(left, right) for left, right, _ in found]
 
 
 def _token_text(v) -> str | None:
