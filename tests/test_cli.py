@@ -93,3 +93,17 @@ def test_bench_json_reports_both_phases(tiny_dir):
     assert r.returncode == 0, r.stderr
     run = json.loads(r.stdout)["runs"][0]
     assert run["prefill_tok_s"] > 0 and run["decode_tok_s"] > 0 and run["new_tokens"] == 8
+
+
+def test_chat_keeps_history():
+    r = subprocess.run([sys.executable, "-m", "ninfer.cli", "chat", "--max-tokens", "24"],
+                       input="What is the capital of France?\nAnd what river flows through it?\n/exit\n",
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout
+    import re
+
+    turns = [(int(a), int(b)) for a, b in re.findall(r"prompt (\d+) tok.*?generated (\d+) tok", r.stderr)]
+    assert len(turns) == 2
+    # the second prompt holds the first prompt, the first answer and the new question
+    assert turns[1][0] > turns[0][0] + turns[0][1] + 5
