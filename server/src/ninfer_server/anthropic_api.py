@@ -13,7 +13,16 @@ from typing import Union
 import msgspec
 from litestar import Request, Response, post
 
-from .common import ServerState, check_model, collect, decode_body, first_error, gone_response, sse_response
+from .common import (
+    ServerState,
+    check_model,
+    collect,
+    decode_body,
+    first_error,
+    gone_response,
+    server_of,
+    sse_response,
+)
 from .errors import APIError
 from .generation import Event, chat_plan, sampling_params
 
@@ -66,6 +75,14 @@ def _block_text(content, where: str) -> str:
     return "".join(parts)
 
 
+def _result_text(content) -> str:
+    """A tool result's text; an image or document in it is named, not fatal, so agent loops go on."""
+    if isinstance(content, str) or content is None:
+        return content or ""
+    return "".join(b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')} omitted]"
+                   for b in content)
+
+
 def _messages(req: CountRequest) -> list[dict]:
     out = [{"role": "system", "content": _block_text(req.system, "system")}] if req.system else []
     if not req.messages:
@@ -90,7 +107,7 @@ def _messages(req: CountRequest) -> list[dict]:
                 calls.append({"id": b.get("id"), "type": "function",
                               "function": {"name": b.get("name"), "arguments": b.get("input") or {}}})
             elif kind == "tool_result" and m.role == "user":
-                result = _block_text(b.get("content"), f"{where}.tool_result")
+                result = _result_text(b.get("content"))
                 if b.get("is_error"):
                     result = "Error: " + result
                 out.append({"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": result})
@@ -128,7 +145,8 @@ def _plan(server: ServerState, req: CountRequest, params, check=True):
 
 
 @post(["/v1/messages/count_tokens"], status_code=200)
-async def count_tokens(request: Request, server: ServerState) -> Response:
+async def count_tokens(request: Request) -> Response:
+    server = server_of(request)
     req = await decode_body(request, CountRequest)
     check_model(server, req.model)
     plan = _plan(server, req, sampling_params(), check=False)
@@ -136,7 +154,8 @@ async def count_tokens(request: Request, server: ServerState) -> Response:
 
 
 @post(["/v1/messages"], status_code=200)
-async def messages(request: Request, server: ServerState) -> Response:
+async def messages(request: Request) -> Response:
+    server = server_of(request)
     req = await decode_body(request, MessagesRequest)
     if req.max_tokens == -1:
         raise APIError(400, "max_tokens: Field required; give the most tokens to generate.", "max_tokens")

@@ -5,23 +5,25 @@ from __future__ import annotations
 import hmac
 
 from litestar import Litestar, Request, Response, get
-from litestar.di import Provide
+from litestar.datastructures import State
 
 from . import anthropic_api, openai_api
-from .common import ServerState
+from .common import ServerState, server_of
 from .errors import APIError, error_response, exception_handler
 
 OPEN_PATHS = {"/health"}
 
 
 @get("/health")
-async def health(server: ServerState) -> Response:
+async def health(request: Request) -> Response:
+    server = server_of(request)
     return Response({"status": "ok", "model": server.model_names[0]})
 
 
 @get("/metrics")
-async def metrics(server: ServerState) -> Response:
+async def metrics(request: Request) -> Response:
     """The engine's counters: requests, tokens generated, cancellations, the queue, recent requests."""
+    server = server_of(request)
     return Response({"model": server.model_names[0], **server.worker.metrics()})
 
 
@@ -45,7 +47,7 @@ def create_app(server: ServerState) -> Litestar:
     return Litestar(
         route_handlers=[health, metrics, openai_api.list_models, openai_api.chat_completions,
                         openai_api.completions, anthropic_api.messages, anthropic_api.count_tokens],
-        dependencies={"server": Provide(lambda: server, use_cache=True, sync_to_thread=False)},
+        state=State({"server": server}),
         before_request=check_key,
         exception_handlers={Exception: exception_handler},
         request_max_body_size=256 * 1024 * 1024,  # long agent conversations are large

@@ -25,6 +25,10 @@ class ServerState:
     keepalive_s: float = 10.0
 
 
+def server_of(request: Request) -> ServerState:
+    return request.app.state["server"]
+
+
 async def decode_body(request: Request, schema: type):
     """The JSON body as ``schema``; malformed JSON and wrong or missing fields are 400s."""
     body = await request.body()

@@ -10,7 +10,15 @@ from typing import Union
 import msgspec
 from litestar import Request, Response, get, post
 
-from .common import ServerState, check_model, collect, decode_body, first_error, gone_response, sse_response
+from .common import (
+    check_model,
+    collect,
+    decode_body,
+    first_error,
+    gone_response,
+    server_of,
+    sse_response,
+)
 from .errors import APIError
 from .generation import Event, chat_plan, completion_plan, sampling_params
 
@@ -158,7 +166,8 @@ def _usage(ev: Event) -> dict:
 
 
 @get("/v1/models")
-async def list_models(server: ServerState) -> Response:
+async def list_models(request: Request) -> Response:
+    server = server_of(request)
     now = int(time.time())
     data = [{"id": n, "object": "model", "created": now, "owned_by": "ninfer",
              "max_model_len": server.llm.max_context} for n in server.model_names]
@@ -166,7 +175,8 @@ async def list_models(server: ServerState) -> Response:
 
 
 @post("/v1/chat/completions", status_code=200)
-async def chat_completions(request: Request, server: ServerState) -> Response:
+async def chat_completions(request: Request) -> Response:
+    server = server_of(request)
     req = await decode_body(request, ChatRequest)
     model = check_model(server, req.model)
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
@@ -249,7 +259,8 @@ async def _chat_frames(llm, head: dict, events, usage_asked: bool):
 
 
 @post("/v1/completions", status_code=200)
-async def completions(request: Request, server: ServerState) -> Response:
+async def completions(request: Request) -> Response:
+    server = server_of(request)
     req = await decode_body(request, CompletionRequest)
     model = check_model(server, req.model)
     prompt = req.prompt

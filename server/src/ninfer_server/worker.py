@@ -74,7 +74,7 @@ class EngineWorker:
             try:
                 self._generate(job, record)
             except NinferError as e:  # bad input found by the engine: the client's error
-                record["finish_reason"] = "error"
+                record["finish_reason"] = "rejected"
                 job.send("error", e)
             except Exception as e:  # a real internal error: log it, tell this client, keep serving
                 log.exception("request %s failed", job.id)
@@ -85,7 +85,8 @@ class EngineWorker:
                 self.running = None
                 record["seconds"] = round(time.time() - record.pop("started"), 3)
                 self.recent.append(record)
-                self.counters["cancelled" if record["finish_reason"] == "cancelled" else "completed"] += 1
+                if record["finish_reason"] in ("stop", "length", "cancelled"):
+                    self.counters["cancelled" if record["finish_reason"] == "cancelled" else "completed"] += 1
                 job.send("done")
 
     def _generate(self, job: Job, record: dict) -> None:

@@ -1,0 +1,162 @@
+"""The server's plumbing, in process, with a scripted engine: recorded Qwen outputs through both APIs,
+tool_choice prefill, mid-stream failures, and a worker that survives a failing request."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from litestar.testing import TestClient
+
+from ninfer.engine.generate import Chunk
+from ninfer.errors import NinferError
+from ninfer_server.app import create_app
+from ninfer_server.common import ServerState
+from ninfer_server.worker import EngineWorker
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}]
+XML_CALL = ("I'll look.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nS\u00e3o Paulo\n</parameter>\n"
+            "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call>")
+THINK = "<think>\nThe user wants weather.\n</think>\n\n"
+
+
+class CharTokenizer:
+    def encode(self, text):
+        return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids if i)
+
+
+class ScriptedLLM:
+    """Writes ``script`` (text pieces; an exception is raised where it stands), then stops with EOS."""
+
+    max_context, eos_token_ids, tokenizer = 4096, {0}, CharTokenizer()
+
+    def __init__(self):
+        self.script, self.xml, self.opens_think, self.prompts = [], False, False, []
+
+    def render_chat(self, messages, tools=None, add_generation_prompt=True, enable_thinking=None, **kw):
+        text = "".join(f"<|{m['role']}|>{m.get('content') or ''}" for m in messages)
+        if tools:  # a Qwen3.5-like template teaches the XML form; a Qwen3-like one the JSON form
+            text = "<tools>" + json.dumps(tools) + ("<function=NAME>" if self.xml else "<tool_call>") + text
+        return text + "<|assistant|>" + ("<think>\n" if self.opens_think and enable_thinking is not False else "")
+
+    def generate_stream(self, ids, params, cancel=None):
+        self.prompts.append(self.tokenizer.decode(ids))
+        for piece in self.script:
+            if isinstance(piece, Exception):
+                raise piece
+            yield Chunk(piece, [ord(c) for c in piece])
+        yield Chunk("", [0], "stop", {})
+
+
+@pytest.fixture()
+def setup():
+    llm = ScriptedLLM()
+    state = ServerState(llm, EngineWorker(llm, 4), ["m"], None, 10.0)
+    with TestClient(create_app(state)) as client:
+        yield llm, client
+
+
+def _split(text, n=7):
+    return [text[i:i + n] for i in range(0, len(text), n)]
+
+
+def _chat(client, **kw):
+    return client.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                     **kw})
+
+
+def _sse_data(r):
+    return [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+
+
+def test_recorded_tool_call_and_reasoning_through_openai(setup):
+    llm, client = setup
+    llm.script = _split(THINK + XML_CALL)
+    msg = _chat(client, tools=TOOLS).json()["choices"][0]
+    assert msg["finish_reason"] == "tool_calls"
+    assert msg["message"]["reasoning_content"] == "The user wants weather." == msg["message"]["reasoning"]
+    assert msg["message"]["content"] == "I'll look.\n"
+    call = msg["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "get_weather"
+    assert json.loads(call["function"]["arguments"]) == {"city": "S\u00e3o Paulo", "days": 2}
+    chunks = _sse_data(_chat(client, tools=TOOLS, stream=True))
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    calls = [tc for d in deltas for tc in d.get("tool_calls", [])]
+    assert calls[0]["function"]["name"] == "get_weather" and calls[0]["id"] == calls[0]["id"]
+    assert "".join(tc["function"]["arguments"] for tc in calls) == call["function"]["arguments"]
+    assert "".join(d.get("content", "") for d in deltas) == "I'll look.\n"
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == "The user wants weather."
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_recorded_tool_call_and_thinking_through_anthropic(setup):
+    llm, client = setup
+    llm.script = _split(THINK + XML_CALL, 5)
+    tools = [{"name": "get_weather", "input_schema": TOOLS[0]["function"]["parameters"]}]
+    body = {"model": "m", "max_tokens": 100, "tools": tools, "messages": [{"role": "user", "content": "hi"}]}
+    msg = client.post("/v1/messages", json=body).json()
+    assert [b["type"] for b in msg["content"]] == ["thinking", "text", "tool_use"]
+    assert msg["content"][0]["signature"] and msg["stop_reason"] == "tool_use"
+    assert msg["content"][2]["input"] == {"city": "S\u00e3o Paulo", "days": 2}
+    events = [line[7:] for line in client.post("/v1/messages", json={**body, "stream": True}).text.splitlines()
+              if line.startswith("event: ")]
+    assert events[0] == "message_start" and events[-2:] == ["message_delta", "message_stop"]
+    assert events.count("content_block_start") == events.count("content_block_stop") == 3
+
+
+def test_qwen35_template_opens_thinking_in_the_prompt(setup):
+    llm, client = setup
+    llm.opens_think, llm.script = True, _split("Short thought.\n</think>\n\nHello!")
+    msg = _chat(client).json()["choices"][0]["message"]
+    assert (msg["reasoning_content"], msg["content"]) == ("Short thought.", "Hello!")
+
+
+@pytest.mark.parametrize("xml", [False, True])
+def test_named_tool_choice_prefills_the_call_in_the_templates_form(setup, xml):
+    llm, client = setup
+    llm.xml = xml
+    llm.script = ["<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>"] if xml else \
+        ['{"city": "Oslo"}}\n</tool_call>']
+    r = _chat(client, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}}).json()
+    assert llm.prompts[-1].endswith("<function=get_weather>\n" if xml else '{"name": "get_weather", "arguments": ')
+    call = r["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Oslo"}
+    llm.script = ["<tool_call>"[len("<tool_call>"):] + '\n{"name": "get_weather", "arguments": {}}\n</tool_call>']
+    _chat(client, tools=TOOLS, tool_choice="required")
+    assert llm.prompts[-1].endswith("<tool_call>\n")
+
+
+def test_tool_choice_none_hides_tools_and_parses_nothing(setup):
+    llm, client = setup
+    llm.script = ['<tool_call>\n{"name": "get_weather", "arguments": {}}\n</tool_call>']
+    msg = _chat(client, tools=TOOLS, tool_choice="none").json()["choices"][0]
+    assert "<tools>" not in llm.prompts[-1] and "tool_calls" not in msg["message"]
+    assert msg["finish_reason"] == "stop"
+
+
+def test_mid_stream_failure_ends_the_stream_with_an_error_and_the_worker_lives_on(setup):
+    llm, client = setup
+    llm.script = ["Hel", "lo", RuntimeError("device lost")]
+    r = _chat(client, stream=True)
+    assert r.status_code == 200 and "[DONE]" not in r.text
+    data = _sse_data(r)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in data[:-1]) == "Hello"
+    assert data[-1]["error"]["type"] == "server_error"
+    body = {"model": "m", "max_tokens": 9, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    text = client.post("/v1/messages", json=body).text
+    assert text.rstrip().splitlines()[-2:] == ["event: error", 'data: {"type": "error", "error": {"type": '
+                                               '"api_error", "message": "The engine failed on this request '
+                                               '(RuntimeError); see the server log."}}']
+    r = _chat(client)  # not streaming: an internal failure is a 500 in the API's shape
+    assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
+    llm.script = ["fine"]
+    assert _chat(client).json()["choices"][0]["message"]["content"] == "fine"
+    llm.script = [NinferError("Token id 9 is outside the vocabulary.")]  # the engine's bad-input error
+    r = _chat(client)
+    assert r.status_code == 400 and r.json()["error"]["message"].startswith("Token id 9")
+    m = client.get("/metrics").json()
+    assert m["failed"] == 3 and m["running"] is None
