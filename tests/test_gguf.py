@@ -119,6 +119,10 @@ def test_truncated_or_foreign_file_is_one_clear_error(smollm2_gguf, tmp_path):
         dst.truncate(size - 1000)
     with pytest.raises(NinferError, match="truncated"):
         GGUFCheckpoint.open(str(tail_cut))
+    v1 = tmp_path / "v1.gguf"
+    v1.write_bytes(head[:4] + (1).to_bytes(4, "little") + head[8:])
+    with pytest.raises(NinferError, match="GGUF version 1 file.*convert the model again"):
+        GGUFCheckpoint.open(str(v1))
     text = tmp_path / "notes.txt"
     text.write_text("not a model")
     assert not GGUFCheckpoint.can_open(str(text)) and not GGUFCheckpoint.can_open(str(tmp_path))

@@ -2,7 +2,8 @@
 
 Layout (little-endian): magic "GGUF", version u32, tensor count u64, metadata count u64, the
 metadata key/value pairs, the tensor infos (name, dims in ggml order, ggml type, offset), padding
-to `general.alignment`, then the data. Versions 2 and 3 share this layout (1 used u32 counts).
+to `general.alignment`, then the data. Versions 2 and 3 share this layout; 1 (u32 counts and
+lengths, 2023) is refused.
 """
 
 from __future__ import annotations
@@ -98,10 +99,13 @@ class GGUFFile:
 
     def __init__(self, path: str):
         self.path = path
-        size = os.path.getsize(path)
-        if size < 24:
-            raise _truncated(path)
-        self.data = np.memmap(path, dtype=np.uint8, mode="r")  # never read fully into RAM
+        try:
+            size = os.path.getsize(path)
+            if size < 24:
+                raise _truncated(path)
+            self.data = np.memmap(path, dtype=np.uint8, mode="r")  # never read fully into RAM
+        except OSError as e:
+            raise NinferError(f"Cannot read {path} ({e.strerror}); check the path and its permissions.") from None
         try:
             self._parse(memoryview(self.data), size)
         except (CorruptGGUF, struct.error, UnicodeDecodeError, OverflowError, MemoryError, ValueError):
@@ -112,9 +116,12 @@ class GGUFFile:
         if bytes(cur.take(4)) != GGUF_MAGIC:
             raise CorruptGGUF("bad magic")
         self.version = cur.scalar("<I")
-        if self.version not in (1, 2, 3):
+        if self.version == 1:
+            raise NinferError(f"{self.path} is a GGUF version 1 file, which ninfer does not read; convert the "
+                              "model again with a current llama.cpp.")
+        if self.version not in (2, 3):  # a big-endian file also lands here, byte-swapped
             raise CorruptGGUF(f"version {self.version}")
-        count = "<I" if self.version == 1 else "<Q"
+        count = "<Q"
         n_tensors, n_kv = cur.scalar(count), cur.scalar(count)
         if n_tensors > size or n_kv > size:
             raise CorruptGGUF("impossible counts")
