@@ -20,14 +20,17 @@ def memory_report(model: str | None = None, dtype: torch.dtype = torch.bfloat16)
     ckpt = open_checkpoint(path)
     cfg = model_config_from_hf(ckpt.config)
     elt = torch.empty((), dtype=dtype).element_size()
-    params = 0
+    params = mtp = 0
     for name in ckpt.tensor_names():
-        if "visual" in name or name.startswith("mtp"):
-            continue
+        if "visual" in name:
+            continue  # vision weights are never loaded
         n = 1
         for s in ckpt.tensor_shape(name):
             n *= s
-        params += n
+        if name.startswith("mtp"):
+            mtp += n
+        else:
+            params += n
     n_attn = len(cfg.attention_layers)
     kv_tok = 2 * n_attn * cfg.num_kv_heads * cfg.head_dim * elt
     arch = ARCHITECTURES[cfg.architecture]
@@ -38,6 +41,7 @@ def memory_report(model: str | None = None, dtype: torch.dtype = torch.bfloat16)
         "layers": f"{cfg.num_layers} ({n_attn} full attention)",
         "parameters": f"{params / 1e9:.3f} B",
         "weights (bf16)": _gb(params * elt),
+        "mtp head (bf16, for --draft mtp)": _gb(mtp * elt),
         "kv cache per token (bf16)": f"{kv_tok / 1024:.1f} KiB",
         "kv cache at 32K tokens": _gb(kv_tok * 32768),
         "recurrent state per sequence": f"{state / 2**20:.1f} MiB",

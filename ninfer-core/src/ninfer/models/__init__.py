@@ -24,12 +24,7 @@ def register_arch(spec: ArchSpec) -> ArchSpec:
 
 
 def _load_builtin():
-    from . import llama  # noqa: F401
-
-    try:
-        from . import qwen3_5  # noqa: F401
-    except ImportError:
-        pass
+    from . import llama, qwen3_5  # noqa: F401
 
 
 _load_builtin()
