@@ -24,7 +24,7 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
     constexpr int G = D / 8;     // lanes per key row, 16 bytes each
     constexpr int KPW = 32 / G;  // keys a warp handles per step
     __shared__ float s_p[R][CMAX];
-    __shared__ float s_o[R][D];
+    __shared__ float s_o[NW][R][D];  // per-warp partial outputs, summed in a fixed order (deterministic)
     const int kvh = blockIdx.x, split = blockIdx.y;
     const int grp = Hq / Hk;
     const int row0 = blockIdx.z * R;
@@ -45,7 +45,6 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
         }
         return;
     }
-    for (int i = threadIdx.x; i < R * D; i += blockDim.x) s_o[i / D][i % D] = 0.f;
 
     // phase 1: scores s[r][j] = scale * q_r . k_j
     {
@@ -128,14 +127,17 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
             for (int r = 0; r < R; r++)
                 if (r < nr)
 #pragma unroll
-                    for (int i = 0; i < 8; i++) atomicAdd(&s_o[r][gl * 8 + i], acc[r][i]);
+                    for (int i = 0; i < 8; i++) s_o[warp][r][gl * 8 + i] = acc[r][i];
         }
     }
     __syncthreads();
     for (int i = threadIdx.x; i < nr * D; i += blockDim.x) {
         const int r = i / D, d = i % D;
         const i64 o = out_index(row0 + r, grp, Hq, kvh);
-        part_o[(o * S + split) * D + d] = s_o[r][d];
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) sum += s_o[w][r][d];
+        part_o[(o * S + split) * D + d] = sum;
     }
 }
 
