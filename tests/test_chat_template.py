@@ -155,6 +155,13 @@ def test_tojson_loopcontrols_and_strftime_match_transformers():
     assert ours.endswith(str(datetime.now().year))
 
 
+def test_missing_special_tokens_render_empty_like_transformers():
+    source = "[{{ bos_token }}]{% for m in messages %}{{ m.content }}{% endfor %}[{{ eos_token }}]"
+    messages = [{"role": "user", "content": "x"}]
+    assert ChatTemplate(source).render(messages) == _transformers_render(source, messages, None, None) == "[]x[]"
+    assert ChatTemplate(source, "<s>", "</s>").render(messages) == _transformers_render(source, messages, "<s>", "</s>")
+
+
 def test_default_template_is_chatml():
     messages = CONVERSATIONS[1]
     ours = ChatTemplate(None).render(messages)

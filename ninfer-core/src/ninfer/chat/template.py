@@ -116,7 +116,9 @@ class ChatTemplate:
                enable_thinking: bool | None = None, **kwargs) -> str:
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise NinferError("Chat messages must be a list of {'role': ..., 'content': ...} objects.")
-        context = {"bos_token": self.bos_token, "eos_token": self.eos_token, "documents": None, **kwargs}
+        # A model without a BOS text leaves `bos_token` undefined (renders ""), as transformers does.
+        special = {k: v for k, v in (("bos_token", self.bos_token), ("eos_token", self.eos_token)) if v is not None}
+        context = {**special, "documents": None, **kwargs}
         if enable_thinking is not None:  # templates test `enable_thinking is defined`: only pass it when set
             context["enable_thinking"] = enable_thinking
         try:
