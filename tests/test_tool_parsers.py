@@ -107,3 +107,21 @@ def test_convert_value_follows_schema():
     assert convert_value("True", "boolean") is True
     assert convert_value("[1, 2]", "array") == [1, 2]
     assert convert_value("not json", "object") == "not json"
+
+
+@pytest.mark.parametrize("text,want_content,want_calls", [r for r in RECORDED if any(ord(c) > 127 for c in r[0])])
+def test_multibyte_text_split_inside_utf8_sequences(text, want_content, want_calls):
+    # byte-level tokens cut characters apart; an incremental UTF-8 decoder (as the detokenizer does)
+    # hands the parser whole characters only, at whatever points the bytes allow
+    import codecs
+
+    data = text.encode()
+    for seed in range(5):
+        cuts = sorted(random.Random(seed).sample(range(1, len(data)), min(40, len(data) - 1)))
+        decoder, parser = codecs.getincrementaldecoder("utf-8")(), ToolCallParser(TOOLS)
+        content = ""
+        for a, b in zip([0] + cuts, cuts + [len(data)]):
+            content += parser.feed(decoder.decode(data[a:b]))[0]
+        content += parser.finish()[0]
+        assert content == want_content
+        assert [(c.name, json.loads(c.arguments)) for c in parser.calls] == want_calls

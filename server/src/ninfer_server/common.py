@@ -10,6 +10,7 @@ from typing import AsyncIterator, Callable
 
 import msgspec
 from litestar import Request, Response
+from litestar.background_tasks import BackgroundTask
 from litestar.response import Stream
 
 from .errors import APIError, sse_error
@@ -97,7 +98,8 @@ def sse_response(request: Request, server: ServerState, plan: Plan,
         finally:
             job.cancel.set()
 
-    return Stream(body(), media_type="text/event-stream",
+    # the background task also covers a client gone before the body generator ever started
+    return Stream(body(), media_type="text/event-stream", background=BackgroundTask(job.cancel.set),
                   headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 

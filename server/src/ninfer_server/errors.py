@@ -40,7 +40,8 @@ def is_anthropic(path: str) -> bool:
 
 def error_response(request_path: str, err: APIError) -> Response:
     body = err.anthropic_body() if is_anthropic(request_path) else err.openai_body()
-    return Response(content=body, status_code=err.status, media_type="application/json")
+    headers = {"Retry-After": "1"} if err.status == 429 else None  # the SDKs wait this long, then retry
+    return Response(content=body, status_code=err.status, media_type="application/json", headers=headers)
 
 
 def sse_error(path: str, err: APIError) -> bytes:
