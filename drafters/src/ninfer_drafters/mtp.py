@@ -20,7 +20,6 @@ from ninfer.kv.paged import PagedKVCache, SequenceKV
 from ninfer.layers.linear import Linear
 from ninfer.layers.norm import RMSNorm
 from ninfer.models.decoder import CausalLM, DecoderBlock
-from ninfer.models.loader import load_weights
 
 
 class MTPHead:
@@ -67,20 +66,37 @@ class MTPDrafter(Drafter):
                               "after or before the final norm).")
         if llm is None:
             raise NinferError("The mtp drafter needs a loaded model; use LLM(model, draft='mtp').")
-        names = set(llm.checkpoint.tensor_names())
-        if not any(n in names for n in _mtp_names("mtp.fc.weight")):
-            raise NinferError(f"{llm.model_name} has no MTP weights (mtp.*); use draft='lookup' or a DFlash "
-                              "draft model instead.")
         self.target = llm.model
         self.head = MTPHead(llm.config, llm.ops)
-        load_weights(self.head, llm.checkpoint, _mtp_names, llm.dtype, llm.device, progress=False)
+        self._load(llm)
         cfg, runner = llm.config, llm.runner
         bs = 64
+        # the head's KV cache uses the target's KV format: the ops were resolved for it
         self.kv = PagedKVCache(1, (llm.max_context + bs - 1) // bs, bs, cfg.num_kv_heads, cfg.head_dim,
-                               llm.dtype, llm.device)
+                               llm.dtype, llm.device, getattr(llm, "kv_cache", "bf16"))
         self.seq = SequenceKV(self.kv, llm.max_context, llm.device)
         self.cos_sin = runner.cos_sin
         self.device = llm.device
+
+    def _load(self, llm) -> None:
+        """Take the head's tensors from the model's kept ``mtp.*`` weights, else from the checkpoint."""
+        kept = getattr(llm.model, "extra_weights", {}) or {}
+        names = set(llm.checkpoint.tensor_names())
+
+        def get(canonical: str) -> torch.Tensor:
+            for n in _mtp_names(canonical):
+                if n in kept:
+                    return kept[n]
+                if n in names:
+                    return llm.checkpoint.get(n)
+            raise NinferError(f"{llm.model_name} has no complete MTP head ({canonical} is missing); use "
+                              "draft='lookup' or a DFlash draft model instead.")
+
+        get("mtp.fc.weight")
+        for path, canon in self.head.weight_sources().items():
+            parts = [get(c) for c in canon]
+            t = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+            self.head.set_weight(path, t.to(device=llm.device, dtype=llm.dtype).contiguous())
 
     def reset(self) -> None:
         self.seq.free()

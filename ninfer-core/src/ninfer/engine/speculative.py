@@ -95,6 +95,16 @@ class _TargetHidden:
         last = len(self.runner.model.layers) - 1
         self.layers = {i: (self.post if i == last else got[i])[:keep] for i in self.taps.layers}
 
+    def verify(self, tokens: list[int]) -> torch.Tensor:
+        """The target forward over [last, drafts]: logits [k+1, V]. A CUDA-graph replay would not run
+        the layer taps or refresh the pre-norm hidden state, so drafters that read them go eager."""
+        r = self.runner
+        if not self.want or getattr(r, "graphs", None) is None:
+            return r.verify(tokens)
+        with torch.inference_mode():
+            r.last_hidden = r.forward(tokens, "verify")
+            return r.model.logits(r.last_hidden)
+
     def after_verify(self, start: int, keep: int) -> None:
         """The verify forward ran positions start..; the first ``keep`` rows are now committed."""
         if not self.want:
@@ -143,7 +153,7 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
         draft = prop.tokens[:max(room, 0)]
         sources, q_rows = prop.sources(drafter.name)[:len(draft)], prop.prob_rows()[:len(draft)]
         # -- verify -----------------------------------------------------------------------
-        logits = runner.verify([token] + draft)  # [k+1, V]
+        logits = target.verify([token] + draft)  # [k+1, V]
         n_acc, nxt = accept(logits, draft, q_rows, sampler, prompt_ids, out.out_ids)
         runner.truncate(base + n_acc + 1)
         target.after_verify(base, n_acc + 1)
