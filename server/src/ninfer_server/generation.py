@@ -60,6 +60,8 @@ class Event:
 
 
 def sampling_params(**fields) -> SamplingParams:
+    if fields.get("top_k") == -1:  # vLLM's spelling of "off", which some clients send
+        fields["top_k"] = 0
     try:
         return SamplingParams(**{k: v for k, v in fields.items() if v is not None})
     except NinferError as e:
