@@ -144,10 +144,11 @@ def test_qwen3_config_names_and_no_permutation(tmp_path):
     }
     q = rng.standard_normal((heads * head_dim, hidden)).astype(np.float32)
     k = rng.standard_normal((kv * head_dim, hidden)).astype(np.float32)
-    tensors = {"token_embd.weight": (rng.standard_normal((50, hidden)).astype(np.float32), None),
+    # the embedding is padded past the 50 listed tokens, as converters do for Qwen
+    tensors = {"token_embd.weight": (rng.standard_normal((64, hidden)).astype(np.float32), None),
                "blk.0.attn_q.weight": (q, None), "blk.0.attn_k.weight": (k, None),
                "blk.0.attn_q_norm.weight": (np.ones(head_dim, np.float32), None),
-               "output.weight": (rng.standard_normal((50, hidden)).astype(np.float32), None)}
+               "output.weight": (rng.standard_normal((64, hidden)).astype(np.float32), None)}
     path = tmp_path / "qwen3.gguf"
     _write(path, "qwen3", md, tensors)
     ckpt = GGUFCheckpoint.open(str(path))
@@ -156,7 +157,7 @@ def test_qwen3_config_names_and_no_permutation(tmp_path):
     assert (c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"]) == (hidden, layers, 96)
     assert (c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]) == (heads, kv, head_dim)
     assert (c["rms_norm_eps"], c["rope_theta"], c["max_position_embeddings"]) == (1e-6, 1e6, 4096)
-    assert c["vocab_size"] == 50 and c["tie_word_embeddings"] is False
+    assert c["vocab_size"] == 64 and c["tie_word_embeddings"] is False
     assert (c["bos_token_id"], c["eos_token_id"]) == (3, 7)
     assert set(ckpt.tensor_names()) == {"model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
                                         "model.layers.0.self_attn.k_proj.weight", "lm_head.weight",

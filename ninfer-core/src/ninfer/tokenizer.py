@@ -147,7 +147,9 @@ def _byte_level_bpe(metadata: dict[str, Any]) -> HFTokenizer:
              for i, t in enumerate(tokens)}
     merges = [tuple(m.split(" ", 1)) for m in metadata.get("tokenizer.ggml.merges", [])]
     pre = metadata.get("tokenizer.ggml.pre")
-    bpe = models.BPE(vocab=vocab, merges=merges, fuse_unk=False, ignore_merges=pre in ("llama3", "llama-bpe"))
+    # Llama 3's tokenizer.json looks whole words up before merging (ignore_merges); llama.cpp does too.
+    llama3 = pre in ("llama3", "llama-v3", "llama-bpe")
+    bpe = models.BPE(vocab=vocab, merges=merges, fuse_unk=False, ignore_merges=llama3)
     hf = HFTokenizer(bpe)
     hf.pre_tokenizer = _gguf_pre_tokenizer(pre)
     hf.decoder = decoders.ByteLevel()

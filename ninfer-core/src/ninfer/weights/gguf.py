@@ -95,6 +95,7 @@ class GGUFCheckpoint(Checkpoint):
 
         hidden, heads = key("embedding_length"), key("attention.head_count")
         tokens = md.get("tokenizer.ggml.tokens")
+        embed = self._by_hf.get("model.embed_tokens.weight")
         cfg: dict[str, Any] = {
             "architectures": [hf_arch],
             "model_type": model_type,
@@ -106,7 +107,8 @@ class GGUFCheckpoint(Checkpoint):
             "head_dim": key("attention.key_length", hidden // heads if hidden and heads else None),
             "rms_norm_eps": key("attention.layer_norm_rms_epsilon", 1e-6),
             "rope_theta": key("rope.freq_base", 10000.0),
-            "vocab_size": key("vocab_size", len(tokens) if tokens else None),
+            # the embedding's rows, which converters may pad past the token list, are what the model needs
+            "vocab_size": key("vocab_size", embed.shape[0] if embed else len(tokens) if tokens else None),
             "max_position_embeddings": key("context_length", 2048),
             "tie_word_embeddings": "lm_head.weight" not in self._by_hf,
             "hidden_act": "silu",
