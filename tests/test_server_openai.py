@@ -13,6 +13,7 @@ from test_server_harness import Server, engine_tokenizer_and_template
 
 KEY = "test-key"
 MSGS = [{"role": "user", "content": "Name three colors."}]
+LONG = 460  # tokens that fill the 512-token context: seconds of work even on a fast CPU
 
 
 @pytest.fixture(scope="module")
@@ -159,11 +160,11 @@ def _stream_lines(server, max_tokens, out: list, stop: threading.Event):
 def test_queue_bound_429_keepalive_comments_and_disconnect_stops_generation(server, client):
     stop = threading.Event()
     first, second = [], []
-    t1 = threading.Thread(target=_stream_lines, args=(server, 400, first, stop))
+    t1 = threading.Thread(target=_stream_lines, args=(server, LONG, first, stop))
     t1.start()
     while len(first) < 3:  # the first request is generating
         time.sleep(0.05)
-    t2 = threading.Thread(target=_stream_lines, args=(server, 400, second, stop))
+    t2 = threading.Thread(target=_stream_lines, args=(server, LONG, second, stop))
     t2.start()
     while server.metrics(KEY)["queued"] < 1:  # the second waits in the queue (bound 1)
         time.sleep(0.05)
@@ -179,16 +180,16 @@ def test_queue_bound_429_keepalive_comments_and_disconnect_stops_generation(serv
     t2.join(60)
     m = server.wait_idle(KEY)
     cancelled = [r for r in m["recent"][-2:] if r["finish_reason"] == "cancelled"]
-    assert len(cancelled) == 2, m["recent"]  # both stopped early, neither ran to its 400 tokens
-    assert all(r["generated_tokens"] < 400 for r in cancelled)
+    assert len(cancelled) == 2, m["recent"]  # both stopped early, neither ran to its LONG tokens
+    assert all(r["generated_tokens"] < LONG for r in cancelled)
     before = m["generated_tokens"]
     time.sleep(1.0)
     assert server.metrics(KEY)["generated_tokens"] == before  # nothing keeps generating for them
 
     # non-streaming: the client times out and goes; the engine stops that request too
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(server.url + "/v1/chat/completions", timeout=3, headers={"x-api-key": KEY},
-                   json={"model": "smol", "messages": MSGS, "max_tokens": 400, "temperature": 0, "ignore_eos": True})
+        httpx.post(server.url + "/v1/chat/completions", timeout=2, headers={"x-api-key": KEY},
+                   json={"model": "smol", "messages": MSGS, "max_tokens": LONG, "temperature": 0, "ignore_eos": True})
     m = server.wait_idle(KEY)
-    assert m["recent"][-1]["finish_reason"] == "cancelled" and m["recent"][-1]["generated_tokens"] < 400
+    assert m["recent"][-1]["finish_reason"] == "cancelled" and m["recent"][-1]["generated_tokens"] < LONG
     assert client.chat.completions.create(model="smol", messages=MSGS, max_tokens=2).choices
