@@ -7,7 +7,6 @@ import json
 
 import pytest
 from litestar.testing import TestClient
-
 from ninfer.engine.generate import Chunk
 from ninfer.errors import NinferError
 from ninfer_server.app import create_app
@@ -113,6 +112,21 @@ def test_qwen35_template_opens_thinking_in_the_prompt(setup):
     llm.opens_think, llm.script = True, _split("Short thought.\n</think>\n\nHello!")
     msg = _chat(client).json()["choices"][0]["message"]
     assert (msg["reasoning_content"], msg["content"]) == ("Short thought.", "Hello!")
+
+
+def test_thinking_can_be_turned_off_from_either_api(setup):
+    llm, client = setup
+    llm.opens_think, llm.script = True, ["Hello!"]
+    msg = _chat(client, chat_template_kwargs={"enable_thinking": False}).json()["choices"][0]["message"]
+    assert not llm.prompts[-1].endswith("<think>\n") and msg["content"] == "Hello!" and "reasoning" not in msg
+    body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
+    client.post("/v1/messages", json={**body, "thinking": {"type": "disabled"}})
+    assert not llm.prompts[-1].endswith("<think>\n")
+    llm.script = ["Hmm.</think>Hello!"]
+    msg = client.post("/v1/messages", json={**body, "thinking": {"type": "enabled", "budget_tokens": 1024}}).json()
+    assert llm.prompts[-1].endswith("<think>\n")
+    assert [(b["type"], b.get("thinking", b.get("text"))) for b in msg["content"]] == [
+        ("thinking", "Hmm."), ("text", "Hello!")]
 
 
 @pytest.mark.parametrize("xml", [False, True])
