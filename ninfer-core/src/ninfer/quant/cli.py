@@ -1,0 +1,75 @@
+"""``ninfer quantize`` and ``ninfer eval ppl``."""
+
+from __future__ import annotations
+
+import click
+
+KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
+
+
+@click.command()
+@click.argument("src")
+@click.argument("dst")
+@click.option("--bits", type=click.Choice(["8", "4"]), default="4", show_default=True)
+@click.option("--group-size", type=click.Choice(["32", "64", "128"]), default="128", show_default=True)
+@click.option("--method", type=click.Choice(["rtn", "gptq"]), default="rtn", show_default=True,
+              help="rtn: round to nearest; gptq: error-compensating, needs --calibration.")
+@click.option("--asymmetric", is_flag=True, help="Integer zero points per group (default: symmetric).")
+@click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16", show_default=True,
+              help="Dtype of scales and of the tensors kept dense.")
+@click.option("--calibration", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="Text file whose tokens calibrate GPTQ.")
+def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration):
+    """Quantise SRC (HF directory or .gguf) into a compressed-tensors checkpoint DST."""
+    import torch
+
+    from ..errors import NinferError
+    from .quantize import quantize_checkpoint
+
+    ids = None
+    if method == "gptq":
+        if calibration is None:
+            raise NinferError("--method gptq needs --calibration FILE (a few thousand tokens of typical text).")
+        with open(calibration, encoding="utf-8") as f:
+            ids = f.read()
+    qcfg = quantize_checkpoint(src, dst, int(bits), int(group_size), method, not asymmetric, getattr(torch, dtype),
+                               calibration=ids)
+    w = qcfg["config_groups"]["group_0"]["weights"]
+    click.echo(f"wrote {dst}: int{w['num_bits']} group {w['group_size']} "
+               f"{'symmetric' if w['symmetric'] else 'asymmetric'} ({method}), kept dense: "
+               f"{', '.join(qcfg['ignore'])}", err=True)
+
+
+@click.group(name="eval")
+def eval_group():
+    """Accuracy checks."""
+
+
+@eval_group.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--model", "-m", default=None, help="HF model directory or .gguf file (default: SmolLM2-135M).")
+@click.option("--backend", default="auto", show_default=True)
+@click.option("--kv-cache", default="bf16", show_default=True,
+              help=f"KV format, or several comma-separated ({', '.join(KV_CHOICES)}) for a table from one load.")
+@click.option("--max-context", type=int, default=None)
+def ppl(file, model, backend, kv_cache, max_context):
+    """Perplexity of the text in FILE."""
+    from ..errors import NinferError
+    from ..llm import LLM
+    from .evaluate import kv_format
+
+    formats = [f.strip() for f in kv_cache.split(",") if f.strip()]
+    bad = [f for f in formats if f not in KV_CHOICES]
+    if bad or not formats:
+        raise NinferError(f"--kv-cache {kv_cache!r} is not a list of {', '.join(KV_CHOICES)}.")
+    with open(file, encoding="utf-8") as f:
+        text = f.read()
+    llm = LLM(model=model, backend=backend, max_context=max_context, kv_cache=formats[0])
+    n = len(llm.tokenizer.encode(text))
+    for fmt in formats:
+        if fmt == formats[0]:
+            value = llm.perplexity(text)
+        else:
+            with kv_format(llm, fmt):
+                value = llm.perplexity(text)
+        click.echo(f"{llm.model_name}  kv={fmt:10s}  tokens={n}  perplexity={value:.4f}")

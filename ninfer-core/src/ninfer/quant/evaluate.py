@@ -1,0 +1,72 @@
+"""Accuracy of quantisation choices on one loaded model: swap the KV format or quantise the
+weights in memory, measure, restore. ``ninfer eval ppl`` uses it to print one table per load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from ..kv.paged import PagedKVCache, SequenceKV
+from ..layers.linear import Linear
+from ..ops import resolve
+from .layout import quantize_rtn
+
+
+@contextlib.contextmanager
+def kv_format(llm, fmt: str):
+    """Run ``llm`` with a fresh KV cache in ``fmt`` (its write_kv / attention ops swapped with it)."""
+    runner, ops = llm.runner, llm.ops
+    saved = (runner.kv, runner.seq, dict(ops.impls))
+    cache = runner.kv
+    kv = PagedKVCache(len(cache.k), cache.num_blocks, cache.block_size, llm.config.num_kv_heads,
+                      llm.config.head_dim, llm.dtype, llm.device, fmt)
+    ops.impls.update({op: impl for op, impl in resolve(ops.backend, ops.spec, kv_format=fmt).impls.items()
+                      if op in ("write_kv", "paged_attention")})
+    runner.reset()
+    runner.kv, runner.seq = kv, SequenceKV(kv, llm.max_context, llm.device)
+    try:
+        yield llm
+    finally:
+        runner.reset()
+        runner.kv, runner.seq = saved[0], saved[1]
+        ops.impls.clear()
+        ops.impls.update(saved[2])
+
+
+def _linears(obj, seen=None):
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, Linear):
+        yield obj
+        return
+    for name, child in getattr(obj, "__dict__", {}).items():
+        if name in ("ops", "cfg"):
+            continue
+        for c in (child if isinstance(child, list) else [child]):
+            if hasattr(c, "__dict__") and not isinstance(c, (type, torch.Tensor)):
+                yield from _linears(c, seen)
+
+
+@contextlib.contextmanager
+def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include_lm_head: bool = False):
+    """Run ``llm`` with every dense Linear (lm_head only if asked, as ``ninfer quantize`` does)
+    quantised round-to-nearest to the grouped-int layout, exactly as ``ninfer quantize`` would
+    (rows quantise independently, so fused q|k|v equals the separate projections)."""
+    saved = []
+    for lin in _linears(llm.model):
+        if lin is llm.model.lm_head and not include_lm_head:
+            continue
+        if hasattr(lin.weight, "dim"):
+            saved.append((lin, lin.weight))
+            lin.weight = quantize_rtn(lin.weight, bits, group_size, symmetric).to(lin.weight.device)
+    llm.runner.reset()
+    try:
+        yield llm
+    finally:
+        for lin, w in saved:
+            lin.weight = w
+        llm.runner.reset()

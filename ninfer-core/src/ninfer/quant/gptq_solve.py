@@ -1,0 +1,109 @@
+"""GPTQ (Frantar et al., 2022): quantise a weight column by column, pushing each column's rounding
+error onto the columns not yet quantised through the inverse Hessian of the layer's inputs.
+
+Calibration here is one-shot and non-sequential: every Linear's input Gram matrix H = X^T X is
+collected in one forward of the unquantised model over the calibration text (the inputs do not
+see earlier layers' quantisation). Fine for the small models ninfer quantises on a CPU; H is
+[K, K] float32 per Linear, so big models need a GPU and memory to match.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .layout import QuantWeight, pack_codes
+
+
+@torch.inference_mode()
+def collect_hessians(src: str, calibration: str | list[int], progress: bool = True, max_tokens: int = 2048
+                     ) -> dict[str, torch.Tensor]:
+    """checkpoint tensor name -> H [K, K] float32 (mean of x x^T over calibration tokens)."""
+    from ..layers.linear import Linear
+    from ..llm import LLM
+    from ..models import ARCHITECTURES
+    from .load import _target
+
+    llm = LLM(model=src, backend="reference", device="cpu", dtype=torch.float32, progress=progress,
+              max_context=max_tokens + 1)
+    ids = llm.tokenizer.encode(calibration) if isinstance(calibration, str) else list(calibration)
+    ids = ids[:max_tokens]
+    owner: dict[int, str] = {}  # id(weight tensor) -> our parameter path
+    for path in llm.model.weight_sources():
+        obj, attr = _target(llm.model, path)
+        if isinstance(obj, Linear) and attr == "weight":
+            owner[id(obj.weight)] = path
+    sums: dict[str, torch.Tensor] = {}
+    dense = llm.ops.impls["linear"]
+    fn = dense.fn
+
+    def recording_linear(x, w, b=None):
+        path = owner.get(id(w))
+        if path is not None:
+            xf = x.reshape(-1, x.shape[-1]).float()
+            sums[path] = sums.get(path, 0) + xf.t() @ xf  # [K, K]
+        return fn(x, w, b)
+
+    llm.ops.impls["linear"] = type(dense)(**{**dense.__dict__, "fn": recording_linear})
+    try:
+        llm.runner.reset()
+        llm.runner.forward(ids, "prefill")
+    finally:
+        llm.ops.impls["linear"] = dense
+    arch = ARCHITECTURES[llm.config.architecture]
+    names = set(llm.checkpoint.tensor_names())
+    out = {}
+    for path, canon in llm.model.weight_sources().items():
+        if path in sums:
+            for c in canon:
+                name = next((n for n in arch.names(c) if n in names), c)
+                out[name] = sums[path] / len(ids)
+    return out
+
+
+def _group_params(w: torch.Tensor, bits: int, symmetric: bool, dtype: torch.dtype):
+    """Scale and zero of one group of columns w [N, g] (the same formulas as quantize_rtn)."""
+    qmax = (1 << bits) - 1
+    lo, hi = w.amin(1).clamp(max=0), w.amax(1).clamp(min=0)
+    if symmetric:
+        s = (torch.maximum(lo.abs(), hi) / (qmax / 2)).to(dtype)
+        s = torch.where(s == 0, torch.finfo(dtype).eps, s)
+        z = torch.full_like(lo, float(1 << (bits - 1)))
+    else:
+        s = ((hi - lo) / qmax).to(dtype)
+        s = torch.where(s == 0, torch.finfo(dtype).eps, s)
+        z = torch.clamp(torch.round(-lo / s.float()), 0, qmax)
+    return s, z
+
+
+def gptq_quantize(weight: torch.Tensor, H: torch.Tensor, bits: int, group_size: int, symmetric: bool = True,
+                  scale_dtype: torch.dtype = torch.float16, block: int = 128, damp: float = 0.01) -> QuantWeight:
+    W = weight.float().clone()  # [N, K]
+    n, k = W.shape
+    qmax = (1 << bits) - 1
+    H = H.float().clone()
+    dead = torch.diag(H) == 0
+    H[dead, dead] = 1
+    W[:, dead] = 0
+    H += damp * torch.diag(H).mean() * torch.eye(k)
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)  # [K, K]
+    codes = torch.zeros(n, k, dtype=torch.uint8)
+    scales = torch.zeros(n, k // group_size, dtype=scale_dtype)
+    zeros = torch.zeros(n, k // group_size)
+    block = max(block // group_size, 1) * group_size  # groups never straddle blocks
+    for i1 in range(0, k, block):
+        i2 = min(i1 + block, k)
+        W1, Err1, Hinv1 = W[:, i1:i2].clone(), torch.zeros(n, i2 - i1), Hinv[i1:i2, i1:i2]
+        for i in range(i2 - i1):
+            col = i1 + i
+            if col % group_size == 0:
+                s, z = _group_params(W1[:, i: i + group_size], bits, symmetric, scale_dtype)
+                scales[:, col // group_size], zeros[:, col // group_size] = s, z
+                sf = s.float()
+            u = torch.clamp(torch.round(W1[:, i] / sf) + z, 0, qmax)
+            codes[:, col] = u.to(torch.uint8)
+            err = (W1[:, i] - (u - z) * sf) / Hinv1[i, i]
+            W1[:, i:] -= err[:, None] * Hinv1[i, i:][None, :]
+            Err1[:, i] = err
+        W[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+    return QuantWeight(pack_codes(codes, bits), scales, bits, group_size, k,
+                       zeros=None if symmetric else zeros.to(torch.uint8))

@@ -1,0 +1,163 @@
+"""``ninfer quantize``: any checkpoint ninfer reads -> a compressed-tensors ``pack-quantized`` directory.
+
+Every 2-D weight inside ``model.layers`` is quantised groupwise (RTN, or GPTQ with calibration
+text); embeddings, norms and ``lm_head`` stay dense (``ignore``). Tensors stream one at a time from
+the source's memory map into safetensors shards, so the model is never in memory twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+import torch
+from safetensors.torch import save_file
+from tqdm import tqdm
+
+from ..errors import NinferError
+from ..weights import open_checkpoint
+from .layout import QuantWeight, pack_codes, quantize_rtn
+
+SHARD_BYTES = 2 * 2**30
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
+                    "chat_template.jinja", "vocab.json", "merges.txt", "tokenizer.model")
+
+
+def ct_tensors(module: str, q: QuantWeight, shape: tuple[int, int]) -> dict[str, torch.Tensor]:
+    """compressed-tensors tensors of one Linear: codes (already offset by 2**(bits-1)) packed from bit 0
+    of little-endian int32 words, so our packed bytes are the words' bytes."""
+    n, k = shape
+    out = {f"{module}.weight_packed": q.qweight.contiguous().view(torch.int32),  # [N, K*bits/32]
+           f"{module}.weight_scale": q.scales.contiguous(),  # [N, G]
+           f"{module}.weight_shape": torch.tensor([n, k], dtype=torch.int64)}
+    if q.zeros is not None:  # packed along N (compressed-tensors' packed_dim=0), zero-padded to whole words
+        per_word = 32 // q.bits
+        z = q.zeros.t().to(torch.uint8)  # [G, N]
+        pad = (-n) % per_word
+        z = torch.nn.functional.pad(z, (0, pad))
+        out[f"{module}.weight_zero_point"] = pack_codes(z, q.bits).view(torch.int32).t().contiguous()
+    return out
+
+
+def quant_config(bits: int, group_size: int, symmetric: bool, ignore: list[str]) -> dict:
+    return {
+        "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+        "config_groups": {"group_0": {
+            "targets": ["Linear"], "format": "pack-quantized", "input_activations": None, "output_activations": None,
+            "weights": {"num_bits": bits, "type": "int", "symmetric": symmetric, "strategy": "group",
+                        "group_size": group_size, "dynamic": False, "actorder": None, "observer": "minmax",
+                        "block_structure": None, "observer_kwargs": {}},
+        }},
+        "ignore": ignore, "kv_cache_scheme": None, "global_compression_ratio": None,
+        "sparsity_config": {}, "transform_config": {}, "version": "0.20.1",
+    }
+
+
+def _is_target(name: str, shape: tuple[int, ...]) -> bool:
+    return name.startswith("model.layers.") and name.endswith(".weight") and len(shape) == 2
+
+
+class _ShardWriter:
+    def __init__(self, dst: str):
+        self.dst, self.shards, self.current, self.size = dst, [], {}, 0
+
+    def add(self, tensors: dict[str, torch.Tensor]) -> None:
+        for name, t in tensors.items():
+            self.current[name] = t.contiguous()
+            self.size += t.numel() * t.element_size()
+        if self.size >= SHARD_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.current:
+            self.shards.append(self.current)
+            fn = f"model-{len(self.shards):05d}.safetensors.tmp"
+            save_file(self.current, os.path.join(self.dst, fn), metadata={"format": "pt"})
+            self.shards[-1] = list(self.current)
+            self.current, self.size = {}, 0
+
+    def finish(self) -> None:
+        self.flush()
+        total, weight_map = len(self.shards), {}
+        for i, names in enumerate(self.shards, 1):
+            fn = "model.safetensors" if total == 1 else f"model-{i:05d}-of-{total:05d}.safetensors"
+            os.replace(os.path.join(self.dst, f"model-{i:05d}.safetensors.tmp"), os.path.join(self.dst, fn))
+            weight_map.update({n: fn for n in names})
+        if total > 1:
+            with open(os.path.join(self.dst, "model.safetensors.index.json"), "w") as f:
+                json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=2)
+
+
+def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128, method: str = "rtn",
+                        symmetric: bool = True, dtype: torch.dtype = torch.bfloat16, calibration=None,
+                        progress: bool = True) -> dict:
+    """Write ``dst``; returns the ``quantization_config`` written. ``calibration``: token ids for GPTQ."""
+    if bits not in (4, 8):
+        raise NinferError(f"--bits must be 4 or 8, got {bits}.")
+    if group_size not in (32, 64, 128):
+        raise NinferError(f"--group-size must be 32, 64 or 128, got {group_size}.")
+    if method not in ("rtn", "gptq"):
+        raise NinferError(f"--method must be rtn or gptq, got {method!r}.")
+    if os.path.exists(dst) and os.listdir(dst):
+        raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
+    ckpt = open_checkpoint(src)
+    os.makedirs(dst, exist_ok=True)
+    hessians = None
+    if method == "gptq":
+        from .gptq_solve import collect_hessians
+
+        hessians = collect_hessians(src, calibration, progress)
+    names = ckpt.tensor_names()
+    ignore = ["lm_head"]
+    writer = _ShardWriter(dst)
+    bar = tqdm(names, desc=f"quantizing to int{bits} g{group_size}", unit="tensor", file=sys.stderr,
+               disable=None if progress else True)
+    for name in bar:
+        shape = tuple(ckpt.tensor_shape(name))
+        w = ckpt.get(name)
+        if _is_target(name, shape) and shape[1] % group_size == 0:
+            module = name[: -len(".weight")]
+            if hessians is not None:
+                from .gptq_solve import gptq_quantize
+
+                q = gptq_quantize(w, hessians[name], bits, group_size, symmetric, dtype)
+            else:
+                q = quantize_rtn(w, bits, group_size, symmetric, scale_dtype=dtype)
+            writer.add(ct_tensors(module, q, shape))
+        else:
+            if _is_target(name, shape):
+                ignore.append(name[: -len(".weight")])
+            writer.add({name: w.to(dtype) if w.is_floating_point() else w})
+        del w
+    bar.close()
+    writer.finish()
+    qcfg = quant_config(bits, group_size, symmetric, ignore)
+    _write_config(ckpt, src, dst, qcfg, dtype)
+    return qcfg
+
+
+def _write_config(ckpt, src: str, dst: str, qcfg: dict, dtype: torch.dtype) -> None:
+    cfg = dict(getattr(ckpt, "raw_config", None) or ckpt.config)
+    cfg["quantization_config"] = qcfg
+    cfg["torch_dtype"] = str(dtype).replace("torch.", "")
+    with open(os.path.join(dst, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    if os.path.isdir(src):
+        for fn in _TOKENIZER_FILES:
+            if os.path.exists(os.path.join(src, fn)):
+                shutil.copy(os.path.join(src, fn), os.path.join(dst, fn))
+        return
+    tok = ckpt.tokenizer()  # GGUF: its embedded tokenizer as tokenizer.json + tokenizer_config.json
+    tok._hf.save(os.path.join(dst, "tokenizer.json"))
+    st = ckpt.special_tokens()
+    tcfg = {"bos_token": st.get("bos_token"), "eos_token": st.get("eos_token"),
+            "add_bos_token": bool(getattr(tok, "add_bos_token", False)), "tokenizer_class": "PreTrainedTokenizerFast"}
+    if ckpt.chat_template:
+        tcfg["chat_template"] = ckpt.chat_template
+    with open(os.path.join(dst, "tokenizer_config.json"), "w") as f:
+        json.dump(tcfg, f, indent=2)
+    gen = {"bos_token_id": ckpt.config.get("bos_token_id"), "eos_token_id": ckpt.config.get("eos_token_id")}
+    with open(os.path.join(dst, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2)
