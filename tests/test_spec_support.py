@@ -130,3 +130,49 @@ def test_dflash2_writer_uses_z_lab_names():
             names = set(f.keys())
     assert {n[len("layers.0."):] for n in names if n.startswith("layers.0.")} == published_layer0
     assert {n for n in names if not n.startswith("layers.")} == published_top
+
+
+ECHO_FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "echo_drafter")
+
+
+def install_echo_plugin(where: str) -> str:
+    """Make the third-party echo drafter package importable with its entry point, the way pip would
+    (a .dist-info with METADATA and entry_points.txt, from its own pyproject), without pip or network.
+    Returns the PYTHONPATH under which subprocesses see it; reloads ninfer's plugins in this process."""
+    import importlib
+    import sys
+    import tomllib
+
+    from ninfer import plugins
+
+    with open(os.path.join(ECHO_FIXTURE, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    dist = os.path.join(where, f"{project['name'].replace('-', '_')}-{project['version']}.dist-info")
+    os.makedirs(dist, exist_ok=True)
+    with open(os.path.join(dist, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    with open(os.path.join(dist, "entry_points.txt"), "w") as f:
+        for group, eps in project["entry-points"].items():
+            f.write(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()))
+    for p in (ECHO_FIXTURE, where):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    importlib.invalidate_caches()
+    plugins._loaded = False  # entry points are read once per process: read them again
+    plugins.load_plugins()
+    return os.pathsep.join([where, ECHO_FIXTURE])
+
+
+def uninstall_echo_plugin(where: str) -> None:
+    import importlib
+    import sys
+
+    from ninfer import plugins
+
+    if plugins.pm.get_plugin("echo") is not None:
+        plugins.pm.unregister(name="echo")
+    plugins._dist_of.pop("echo", None)
+    for p in (ECHO_FIXTURE, where):
+        while p in sys.path:
+            sys.path.remove(p)
+    importlib.invalidate_caches()
