@@ -1,8 +1,8 @@
 // ninfer-sm90: Hopper (H100, H200). bf16 and fp16. Weight streams ask L2 for 256-byte prefetch and keep
-// 8 16-byte loads in flight per lane: HBM3e needs many bytes in flight per SM to reach its bandwidth.
+// 4 16-byte loads in flight per lane: on the H200 4 beat 8 and 16 on every decode shape (bench/RESULTS.md).
 #define NINFER_L2_PREFETCH_256B
 #define NINFER_GEMV_WARPS 4
-#define NINFER_GEMV_UNROLL 8
+#define NINFER_GEMV_UNROLL 4
 #define NINFER_ATTN_WARPS 4
 #include <ninfer/kernels.cuh>
 

@@ -12,7 +12,7 @@
 #define NINFER_GEMV_WARPS 4  // output rows per block
 #endif
 #ifndef NINFER_GEMV_UNROLL
-#define NINFER_GEMV_UNROLL 8  // 16-byte weight loads in flight per lane at one token
+#define NINFER_GEMV_UNROLL 4  // 16-byte weight loads in flight per lane at one token
 #endif
 #ifndef NINFER_ATTN_WARPS
 #define NINFER_ATTN_WARPS 4
