@@ -201,6 +201,10 @@ def _add_plugin_commands():
         cli.add_command(kernels)
     except ImportError:
         pass
+    from .quant.cli import eval_group, quantize
+
+    cli.add_command(quantize)
+    cli.add_command(eval_group)
 
 
 def main():

@@ -34,10 +34,10 @@ def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration)
             ids = f.read()
     qcfg = quantize_checkpoint(src, dst, int(bits), int(group_size), method, not asymmetric, getattr(torch, dtype),
                                calibration=ids)
-    w = qcfg["config_groups"]["group_0"]["weights"]
-    click.echo(f"wrote {dst}: int{w['num_bits']} group {w['group_size']} "
-               f"{'symmetric' if w['symmetric'] else 'asymmetric'} ({method}), kept dense: "
-               f"{', '.join(qcfg['ignore'])}", err=True)
+    sizes = sorted({g["weights"]["group_size"] for g in qcfg["config_groups"].values()}, reverse=True)
+    click.echo(f"wrote {dst}: int{bits}, groups of {'/'.join(map(str, sizes))}, "
+               f"{'asymmetric' if asymmetric else 'symmetric'} ({method}); kept dense: "
+               f"{', '.join(qcfg['ignore'][:4])}{' ...' if len(qcfg['ignore']) > 4 else ''}", err=True)
 
 
 @click.group(name="eval")

@@ -11,7 +11,7 @@ import torch
 from ..kv.paged import PagedKVCache, SequenceKV
 from ..layers.linear import Linear
 from ..ops import resolve
-from .layout import quantize_rtn
+from .layout import group_for, quantize_rtn
 
 
 @contextlib.contextmanager
@@ -52,7 +52,8 @@ def _linears(obj, seen=None):
 
 
 @contextlib.contextmanager
-def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include_lm_head: bool = False):
+def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include_lm_head: bool = False,
+                scale_dtype: torch.dtype = torch.bfloat16):
     """Run ``llm`` with every dense Linear (lm_head only if asked, as ``ninfer quantize`` does)
     quantised round-to-nearest to the grouped-int layout, exactly as ``ninfer quantize`` would
     (rows quantise independently, so fused q|k|v equals the separate projections)."""
@@ -60,9 +61,10 @@ def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include
     for lin in _linears(llm.model):
         if lin is llm.model.lm_head and not include_lm_head:
             continue
-        if hasattr(lin.weight, "dim"):
+        g = group_for(lin.in_features, group_size)
+        if hasattr(lin.weight, "dim") and g is not None:
             saved.append((lin, lin.weight))
-            lin.weight = quantize_rtn(lin.weight, bits, group_size, symmetric).to(lin.weight.device)
+            lin.weight = quantize_rtn(lin.weight, bits, g, symmetric, scale_dtype).to(lin.weight.device)
     llm.runner.reset()
     try:
         yield llm

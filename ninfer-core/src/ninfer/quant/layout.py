@@ -107,6 +107,17 @@ def linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = None) ->
     return torch.nn.functional.linear(x, dequantize(w, x.dtype), bias)
 
 
+def group_for(in_features: int, group_size: int) -> int | None:
+    """``group_size`` when it divides the input size, else the largest smaller power of two >= 16
+    that does (SmolLM2's hidden size 576 takes group 64 under --group-size 128), else None."""
+    g = group_size
+    while g >= 16:
+        if in_features % g == 0:
+            return g
+        g //= 2
+    return None
+
+
 def quantize_rtn(weight: torch.Tensor, bits: int, group_size: int, symmetric: bool = True,
                  scale_dtype: torch.dtype = torch.float16) -> QuantWeight:
     """Round-to-nearest groupwise quantisation (the compressed-tensors min-max observer's formulas).

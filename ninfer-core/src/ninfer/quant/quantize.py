@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from ..errors import NinferError
 from ..weights import open_checkpoint
-from .layout import QuantWeight, pack_codes, quantize_rtn
+from .layout import QuantWeight, group_for, pack_codes, quantize_rtn
 
 SHARD_BYTES = 2 * 2**30
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json",
@@ -41,17 +41,21 @@ def ct_tensors(module: str, q: QuantWeight, shape: tuple[int, int]) -> dict[str,
     return out
 
 
-def quant_config(bits: int, group_size: int, symmetric: bool, ignore: list[str]) -> dict:
+def quant_config(bits: int, symmetric: bool, groups: dict[int, list[str]], ignore: list[str]) -> dict:
+    """One config group per group size, each targeting its modules by name (a model whose input
+    sizes are not all multiples of --group-size gets the largest group that divides them)."""
+    def weights(g):
+        return {"num_bits": bits, "type": "int", "symmetric": symmetric, "strategy": "group", "group_size": g,
+                "dynamic": False, "actorder": None, "observer": "minmax", "block_structure": None,
+                "observer_kwargs": {}}
+    config_groups = {
+        f"group_{i}": {"targets": (["Linear"] if len(groups) == 1 else sorted(mods)), "weights": weights(g),
+                       "format": "pack-quantized", "input_activations": None, "output_activations": None}
+        for i, (g, mods) in enumerate(sorted(groups.items(), reverse=True))}
     return {
         "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
-        "config_groups": {"group_0": {
-            "targets": ["Linear"], "format": "pack-quantized", "input_activations": None, "output_activations": None,
-            "weights": {"num_bits": bits, "type": "int", "symmetric": symmetric, "strategy": "group",
-                        "group_size": group_size, "dynamic": False, "actorder": None, "observer": "minmax",
-                        "block_structure": None, "observer_kwargs": {}},
-        }},
-        "ignore": ignore, "kv_cache_scheme": None, "global_compression_ratio": None,
-        "sparsity_config": {}, "transform_config": {}, "version": "0.20.1",
+        "config_groups": config_groups, "ignore": ignore, "kv_cache_scheme": None,
+        "global_compression_ratio": None, "sparsity_config": {}, "transform_config": {}, "version": "0.20.1",
     }
 
 
@@ -110,22 +114,24 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
 
         hessians = collect_hessians(src, calibration, progress)
     names = ckpt.tensor_names()
-    ignore = ["lm_head"]
+    ignore, groups = ["lm_head"], {}
     writer = _ShardWriter(dst)
     bar = tqdm(names, desc=f"quantizing to int{bits} g{group_size}", unit="tensor", file=sys.stderr,
                disable=None if progress else True)
     for name in bar:
         shape = tuple(ckpt.tensor_shape(name))
         w = ckpt.get(name)
-        if _is_target(name, shape) and shape[1] % group_size == 0:
+        g = group_for(shape[1], group_size) if _is_target(name, shape) else None
+        if g is not None:
             module = name[: -len(".weight")]
             if hessians is not None:
                 from .gptq_solve import gptq_quantize
 
-                q = gptq_quantize(w, hessians[name], bits, group_size, symmetric, dtype)
+                q = gptq_quantize(w, hessians[name], bits, g, symmetric, dtype)
             else:
-                q = quantize_rtn(w, bits, group_size, symmetric, scale_dtype=dtype)
+                q = quantize_rtn(w, bits, g, symmetric, scale_dtype=dtype)
             writer.add(ct_tensors(module, q, shape))
+            groups.setdefault(g, []).append(module)
         else:
             if _is_target(name, shape):
                 ignore.append(name[: -len(".weight")])
@@ -133,7 +139,9 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
         del w
     bar.close()
     writer.finish()
-    qcfg = quant_config(bits, group_size, symmetric, ignore)
+    if not groups:
+        raise NinferError(f"{src} has no Linear weight whose input size is a multiple of 16; nothing to quantise.")
+    qcfg = quant_config(bits, symmetric, groups, ignore)
     _write_config(ckpt, src, dst, qcfg, dtype)
     return qcfg
 

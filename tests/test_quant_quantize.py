@@ -1,0 +1,115 @@
+"""`ninfer quantize` writes compressed-tensors checkpoints that compressed-tensors and transformers
+read, with the values ninfer's own reader sees; GPTQ beats round-to-nearest where it should."""
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import save_file
+
+from ninfer.errors import NinferError
+from ninfer.quant.compressed_tensors import CompressedTensorsDir
+from ninfer.quant.gptq_solve import gptq_quantize
+from ninfer.quant.layout import dequantize, quantize_rtn
+from ninfer.quant.quantize import quantize_checkpoint
+
+ct = pytest.importorskip("compressed_tensors")
+
+
+def _ct_reference(ck: CompressedTensorsDir, module: str, qcfg):
+    """compressed-tensors' decompressor on the stored tensors, with the scheme it parses from config.json."""
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from safetensors import safe_open
+
+    scheme = next(g for g in qcfg.config_groups.values()
+                  if "Linear" in g.targets or module in g.targets)
+    parts = {}
+    with safe_open(ck._files[f"{module}.weight_packed"], "pt") as f:
+        for key in f.keys():
+            if key.startswith(module + ".weight_"):
+                parts[key[len(module) + 1:]] = f.get_tensor(key)
+    return PackedQuantizationCompressor.decompress(parts, scheme)["weight"]
+
+
+@pytest.fixture(scope="module")
+def smollm2_int4(tmp_path_factory):
+    from ninfer.cli import _add_plugin_commands, cli
+    from ninfer.llm import default_model_path
+
+    dst = tmp_path_factory.mktemp("q") / "smollm2-w4g128"
+    _add_plugin_commands()
+    res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(dst), "--bits", "4", "--group-size", "128"])
+    assert res.exit_code == 0, res.output
+    assert "int4, groups of 128/64" in res.output
+    return dst
+
+
+def test_quantize_output_reads_in_compressed_tensors(smollm2_int4):
+    from compressed_tensors.quantization import QuantizationConfig
+
+    cfg = json.loads((smollm2_int4 / "config.json").read_text())
+    qcfg = QuantizationConfig.model_validate(cfg["quantization_config"])
+    ck = CompressedTensorsDir.open(str(smollm2_int4))
+    sizes = {}
+    for module in ("model.layers.0.mlp.down_proj", "model.layers.7.self_attn.q_proj", "model.layers.29.mlp.up_proj"):
+        q = ck.quant_weight(f"{module}.weight")
+        sizes[module] = q.group_size
+        ref = _ct_reference(ck, module, qcfg)
+        assert torch.equal(dequantize(q, ref.dtype), ref), module
+    # 1536 inputs take group 128; SmolLM2's hidden size 576 is no multiple of 128, so those take 64
+    assert sizes["model.layers.0.mlp.down_proj"] == 128 and sizes["model.layers.7.self_attn.q_proj"] == 64
+    assert qcfg.ignore == ["lm_head"]
+
+
+def test_quantize_output_matches_transformers(smollm2_int4):
+    from transformers import AutoModelForCausalLM
+
+    from ninfer.llm import LLM
+
+    llm = LLM(str(smollm2_int4), progress=False)
+    assert llm.model.layers[3].mlp.down.weight.layout == "int4_grouped"
+    hf = AutoModelForCausalLM.from_pretrained(str(smollm2_int4), dtype=torch.float32)
+    ids = llm.tokenizer.encode("The Declaration of Independence was signed in")
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0, -1].float()
+    ours = llm.runner.prefill(ids)
+    torch.testing.assert_close(ours, ref, rtol=1e-3, atol=1e-3)
+
+
+def test_quantize_asymmetric_int8_zero_points(tmp_path):
+    from compressed_tensors.quantization import QuantizationConfig
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    torch.manual_seed(0)
+    save_file({"model.layers.0.mlp.down_proj.weight": (torch.randn(40, 256) + 0.3).to(torch.bfloat16),
+               "model.layers.0.input_layernorm.weight": torch.ones(256, dtype=torch.bfloat16),
+               "model.embed_tokens.weight": torch.randn(10, 256, dtype=torch.bfloat16)},
+              str(src / "model.safetensors"))
+    (src / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    qcfg = quantize_checkpoint(str(src), str(dst), bits=8, group_size=64, symmetric=False, progress=False)
+    ck = CompressedTensorsDir.open(str(dst))
+    module = "model.layers.0.mlp.down_proj"
+    q = ck.quant_weight(f"{module}.weight")
+    assert q.zeros is not None and q.bits == 8
+    ref = _ct_reference(ck, module, QuantizationConfig.model_validate(qcfg))
+    assert torch.equal(dequantize(q, ref.dtype), ref)
+    assert ck.get("model.embed_tokens.weight").shape == (10, 256)  # kept dense
+    with pytest.raises(NinferError, match="not empty"):
+        quantize_checkpoint(str(src), str(dst), bits=8)
+    with pytest.raises(NinferError, match="--bits"):
+        quantize_checkpoint(str(src), str(tmp_path / "x"), bits=3)
+
+
+def test_gptq_beats_rtn_on_correlated_inputs():
+    torch.manual_seed(0)
+    k, n = 256, 64
+    mix = torch.randn(k, k) / k ** 0.5
+    x = torch.randn(4096, k) @ mix + 0.1 * torch.randn(4096, k)  # correlated features, as in real activations
+    w = torch.randn(n, k)
+    H = x.t() @ x / x.shape[0]
+    y = x @ w.t()
+    err_rtn = (x @ dequantize(quantize_rtn(w, 4, 64, scale_dtype=torch.float32)).t() - y).pow(2).mean()
+    err_gptq = (x @ dequantize(gptq_quantize(w, H, 4, 64, scale_dtype=torch.float32)).t() - y).pow(2).mean()
+    assert err_gptq < 0.7 * err_rtn, (err_gptq, err_rtn)
