@@ -76,6 +76,7 @@ def test_every_dequantiser_is_bit_exact(every_type_file):
         assert torch.equal(ours, ref.reshape(ours.shape)), t.name
         assert ckpt.tensor_type(t.name) == t.tensor_type.name
         assert ckpt.raw(t.name).numpy().tobytes() == t.data.tobytes()
+        assert torch.equal(ckpt.get(t.name, device="cpu"), ours)  # the on-device path, here on the CPU
 
 
 def test_metadata_of_every_value_type(tmp_path):

@@ -162,13 +162,17 @@ class GGUFCheckpoint(Checkpoint):
         order = self._row_order(name, raw.shape[0])
         return raw[order] if order is not None else raw
 
-    def get(self, name: str) -> torch.Tensor:
+    def get(self, name: str, device: torch.device | str | None = None) -> torch.Tensor:
+        """float32 in PyTorch shape. With `device`, the stored bytes (up to 8x smaller than float32) are
+        moved first and dequantised there, so a GPU loader never builds the float32 copy on the CPU."""
         info = self.tensor_info(name)
         raw = self.raw(name)
+        if device is not None:
+            raw = raw.to(device)
         _, _, block_bytes = GGML_TYPES[info.ggml_type]
-        out = dequantize(raw, info.type_name, block_bytes, info.shape)  # float32, PyTorch shape
+        out = dequantize(raw, info.type_name, block_bytes, info.shape)
         if len(info.shape) == 1 and (order := self._row_order(name, info.shape[0])) is not None:
-            out = out[order]  # a q/k bias is permuted like the weight's rows
+            out = out[order.to(out.device)]  # a q/k bias is permuted like the weight's rows
         return out
 
     # -- tokenizer and chat ----------------------------------------------------------------------

@@ -17,21 +17,19 @@ def _f16(b: torch.Tensor) -> torch.Tensor:
     return b.contiguous().view(torch.float16).float()
 
 
-def _shifts(*values: int) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.uint8)
-
-
-_LOW_HIGH = torch.tensor([0, 4], dtype=torch.uint8).reshape(1, 2, 1)
+def _shifts(like: torch.Tensor, *values: int) -> torch.Tensor:
+    """Bit shifts as a uint8 tensor on `like`'s device (dequantisation also runs on the GPU)."""
+    return torch.tensor(values, dtype=torch.uint8, device=like.device)
 
 
 def _nibbles(qs: torch.Tensor) -> torch.Tensor:
     """[n, 16] packed bytes -> [n, 32]: low nibbles are elements 0..15, high nibbles 16..31."""
-    return ((qs.unsqueeze(1) >> _LOW_HIGH) & 0x0F).reshape(qs.shape[0], 32)  # [n, 2, 16] -> [n, 32]
+    return ((qs.unsqueeze(1) >> _shifts(qs, 0, 4).reshape(1, 2, 1)) & 0x0F).reshape(qs.shape[0], 32)
 
 
 def _fifth_bits(qh: torch.Tensor) -> torch.Tensor:
     """[n, 4] bytes of a little-endian u32 -> [n, 32]: bit i is element i's high bit."""
-    bits = (qh.unsqueeze(-1) >> torch.arange(8, dtype=torch.uint8)) & 1  # [n, 4, 8]
+    bits = (qh.unsqueeze(-1) >> _shifts(qh, *range(8))) & 1  # [n, 4, 8]
     return bits.reshape(qh.shape[0], 32)
 
 
@@ -90,7 +88,7 @@ def q2_k(b):
     d, dmin = _f16(b[:, 80:82]), _f16(b[:, 82:84])
     dl = (d * (scales & 0x0F).float()).reshape(n, 16, 1)
     ml = (dmin * (scales >> 4).float()).reshape(n, 16, 1)
-    q = (qs.reshape(n, 2, 1, 32) >> _shifts(0, 2, 4, 6).reshape(1, 1, 4, 1)) & 3  # [n, 2, 4, 32]
+    q = (qs.reshape(n, 2, 1, 32) >> _shifts(b, 0, 2, 4, 6).reshape(1, 1, 4, 1)) & 3  # [n, 2, 4, 32]
     return (dl * q.reshape(n, 16, 16).float() - ml).reshape(n, QK_K)
 
 
@@ -98,12 +96,12 @@ def q3_k(b):
     n = b.shape[0]
     hmask, qs, scales = b[:, :32], b[:, 32:96], b[:, 96:108]
     d = _f16(b[:, 108:110])
-    lo = (scales[:, :8].reshape(n, 1, 8) >> _shifts(0, 4).reshape(1, 2, 1)).reshape(n, 16)
-    hi = (scales[:, 8:].reshape(n, 1, 4) >> _shifts(0, 2, 4, 6).reshape(1, 4, 1)).reshape(n, 16)
+    lo = (scales[:, :8].reshape(n, 1, 8) >> _shifts(b, 0, 4).reshape(1, 2, 1)).reshape(n, 16)
+    hi = (scales[:, 8:].reshape(n, 1, 4) >> _shifts(b, 0, 2, 4, 6).reshape(1, 4, 1)).reshape(n, 16)
     sc = ((lo & 0x0F) | ((hi & 0x03) << 4)).to(torch.int8) - 32  # 6-bit signed scales
     dl = (d * sc.float()).reshape(n, 16, 1)
-    ql = ((qs.reshape(n, 2, 1, 32) >> _shifts(0, 2, 4, 6).reshape(1, 1, 4, 1)) & 3).reshape(n, 16, 16)
-    qh = ((hmask.reshape(n, 1, 1, 32) >> torch.arange(8, dtype=torch.uint8).reshape(1, 1, 8, 1)) & 1)
+    ql = ((qs.reshape(n, 2, 1, 32) >> _shifts(b, 0, 2, 4, 6).reshape(1, 1, 4, 1)) & 3).reshape(n, 16, 16)
+    qh = ((hmask.reshape(n, 1, 1, 32) >> _shifts(b, *range(8)).reshape(1, 1, 8, 1)) & 1)
     qh = qh.reshape(n, 16, 16) ^ 1  # a set mask bit means "no -4 offset"
     q = ql.to(torch.int8) - (qh << 2).to(torch.int8)
     return (dl * q.float()).reshape(n, QK_K)
@@ -115,7 +113,7 @@ def q4_k(b):
     sc, mn = _k_scale_min(b[:, 4:16])
     dl = (d * sc.float()).reshape(n, 8, 1)
     ml = (dmin * mn.float()).reshape(n, 8, 1)
-    q = (b[:, 16:].reshape(n, 4, 1, 32) >> _shifts(0, 4).reshape(1, 1, 2, 1)) & 0x0F  # [n, 4, 2, 32]
+    q = (b[:, 16:].reshape(n, 4, 1, 32) >> _shifts(b, 0, 4).reshape(1, 1, 2, 1)) & 0x0F  # [n, 4, 2, 32]
     return (dl * q.reshape(n, 8, 32).float() - ml).reshape(n, QK_K)
 
 
@@ -126,8 +124,8 @@ def q5_k(b):
     qh, qs = b[:, 16:48], b[:, 48:]
     dl = (d * sc.float()).reshape(n, 8, 1)
     ml = (dmin * mn.float()).reshape(n, 8, 1)
-    ql = ((qs.reshape(n, 4, 1, 32) >> _shifts(0, 4).reshape(1, 1, 2, 1)) & 0x0F).reshape(n, 8, 32)
-    hb = ((qh.reshape(n, 1, 1, 32) >> torch.arange(8, dtype=torch.uint8).reshape(1, 1, 8, 1)) & 1).reshape(n, 8, 32)
+    ql = ((qs.reshape(n, 4, 1, 32) >> _shifts(b, 0, 4).reshape(1, 1, 2, 1)) & 0x0F).reshape(n, 8, 32)
+    hb = ((qh.reshape(n, 1, 1, 32) >> _shifts(b, *range(8)).reshape(1, 1, 8, 1)) & 1).reshape(n, 8, 32)
     q = ql | (hb << 4)
     return (dl * q.float() - ml).reshape(n, QK_K)
 
@@ -137,8 +135,8 @@ def q6_k(b):
     ql, qh = b[:, :128], b[:, 128:192]
     scales = b[:, 192:208].contiguous().view(torch.int8).float()
     d = (_f16(b[:, 208:210]) * scales).reshape(n, 16, 1)
-    lo = ((ql.reshape(n, 2, 1, 64) >> _shifts(0, 4).reshape(1, 1, 2, 1)) & 0x0F).reshape(n, 8, 32)
-    hi = ((qh.reshape(n, 2, 1, 32) >> _shifts(0, 2, 4, 6).reshape(1, 1, 4, 1)) & 0x03).reshape(n, 8, 32)
+    lo = ((ql.reshape(n, 2, 1, 64) >> _shifts(b, 0, 4).reshape(1, 1, 2, 1)) & 0x0F).reshape(n, 8, 32)
+    hi = ((qh.reshape(n, 2, 1, 32) >> _shifts(b, 0, 2, 4, 6).reshape(1, 1, 4, 1)) & 0x03).reshape(n, 8, 32)
     q = (lo | (hi << 4)).to(torch.int8) - 32
     return (d * q.reshape(n, 16, 16).float()).reshape(n, QK_K)
 
