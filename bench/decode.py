@@ -56,6 +56,8 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
     dtype = torch.bfloat16
     runner, weights = rm.build(shape, backend, "cuda", dtype, ctx + new + 64, layers=layers)
     vocab = runner.cfg.vocab_size
+    served = runner.model.ops.explain()
+    print(f"  ops of {shape}: " + ", ".join(f"{op}={impl}" for op, impl in served.items()), flush=True)
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, vocab, (ctx,), generator=g).tolist()
     argmax = runner.model.ops.argmax

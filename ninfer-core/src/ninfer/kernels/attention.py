@@ -17,6 +17,7 @@ from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
 DECODE_MAX_TOKENS = 16
 ROWS_PER_BLOCK = 8  # NINFER_ATTN_ROWS in kernels.cuh
 MAX_SPLIT = 256  # NINFER_ATTN_CMAX
+MAX_SPLITS = 1024  # ATTN_MAX_SPLITS in attention.cuh
 
 
 def split_size(capacity: int) -> int:
@@ -65,6 +66,8 @@ def make_paged_attention(lib: KernelLibrary):
         pos = positions if positions.dtype == torch.int64 else positions.to(torch.int64)
         C = split_size(bt.shape[0] * bs)
         S = (bt.shape[0] * bs + C - 1) // C
+        if S > MAX_SPLITS:  # a block table beyond 256K tokens: more splits than the combine kernel holds
+            return ref.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
         part_o = torch.empty(T, Hq, S, D, dtype=torch.float32, device=q.device)  # [T, Hq, S, D]
         part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]

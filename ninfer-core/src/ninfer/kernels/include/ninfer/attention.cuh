@@ -141,25 +141,42 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
     }
 }
 
-// grid T * Hq, block D threads: merge the splits of each row, weighting each by exp(m_s - max m).
+// grid T * Hq, block D threads: merge the splits of each row, weighting each by exp(m_s - max m). The
+// split maxima and weights are computed by all threads at once (a serial walk over the splits costs one
+// L2 round trip per split); then each thread sums its output dim over the splits.
+constexpr int ATTN_MAX_SPLITS = 1024;
+
 template <typename T>
 __device__ __forceinline__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                                                   const i64 *__restrict__ positions, T *__restrict__ out, int Hq,
                                                   int S, int C, int D) {
+    __shared__ float s_w[ATTN_MAX_SPLITS];
+    __shared__ float scratch[32];
     const i64 row = blockIdx.x;
     const int t = (int)(row / Hq), d = threadIdx.x;
     const int ns = min(S, (int)((positions[t] + C) / C));  // splits holding keys 0..positions[t]
     const float *ml = part_ml + row * S * 2;
+    float m = neg_inf();
+    for (int s = threadIdx.x; s < ns; s += blockDim.x) m = fmaxf(m, ml[2 * s]);
+    m = warp_max(m);
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = m;
+    __syncthreads();
     float M = neg_inf();
-    for (int s = 0; s < ns; s++) M = fmaxf(M, ml[2 * s]);
-    float num = 0.f, den = 0.f;
-    for (int s = 0; s < ns; s++) {
-        const float m = ml[2 * s];
-        if (m == neg_inf()) continue;
-        const float w = __expf(m - M);
-        den += w * ml[2 * s + 1];
-        if (d < D) num += w * part_o[(row * S + s) * D + d];
+    for (int w = 0; w < (int)blockDim.x / 32; w++) M = fmaxf(M, scratch[w]);
+    __syncthreads();
+    float l = 0.f;
+    for (int s = threadIdx.x; s < ns; s += blockDim.x) {
+        const float ms = ml[2 * s];
+        const float w = ms == neg_inf() ? 0.f : __expf(ms - M);
+        s_w[s] = w;
+        l += w * ml[2 * s + 1];
     }
+    const float den = row_sum(l, scratch);
+    __syncthreads();
+    float num = 0.f;
+    const float *po = part_o + row * S * D + d;
+#pragma unroll 4
+    for (int s = 0; s < ns; s++) num = fmaf(s_w[s], po[(i64)s * D], num);
     if (d < D) out[row * D + d] = from_f<T>(num / den);
 }
 
