@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 import torch
 from conftest import make_tiny_checkpoint
-
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import Drafter, Proposal
 from ninfer.engine.runner import ModelRunner

@@ -141,8 +141,8 @@ def install_echo_plugin(where: str) -> str:
     Returns the PYTHONPATH under which subprocesses see it; reloads ninfer's plugins in this process."""
     import importlib
     import sys
-    import tomllib
 
+    import tomllib
     from ninfer import plugins
 
     with open(os.path.join(ECHO_FIXTURE, "pyproject.toml"), "rb") as f:

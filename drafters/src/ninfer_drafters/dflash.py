@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 
 import torch
-
 from ninfer.drafting import DraftContext, Drafter, Proposal
 from ninfer.errors import NinferError
 
