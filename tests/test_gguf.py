@@ -174,6 +174,27 @@ def test_unknown_architecture_is_named_as_given(tmp_path):
     assert GGUFCheckpoint.open(str(path)).config["architectures"] == ["mamba"]
 
 
+def test_split_gguf_opens_from_any_part(tmp_path):
+    rng = np.random.default_rng(3)
+    tensors = {f"blk.{i}.ffn_up.weight": rng.standard_normal((4, 32)).astype(np.float32) for i in range(5)}
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), arch="qwen2", split_max_tensors=2)
+    for name, arr in tensors.items():
+        w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    parts = sorted(p.name for p in tmp_path.iterdir())
+    assert parts == [f"m-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    ckpt = GGUFCheckpoint.open(str(tmp_path / parts[1]))
+    assert ckpt.config["architectures"] == ["Qwen2ForCausalLM"]
+    for name, arr in tensors.items():
+        assert torch.equal(ckpt.get(hf_tensor_name(name)), torch.from_numpy(arr))
+    (tmp_path / parts[2]).unlink()
+    with pytest.raises(NinferError, match="part 1 of a 3-part GGUF but .*m-00003-of-00003.gguf is missing"):
+        GGUFCheckpoint.open(str(tmp_path / parts[0]))
+
+
 def test_hf_names():
     assert hf_tensor_name("blk.7.ffn_down.weight") == "model.layers.7.mlp.down_proj.weight"
     assert hf_tensor_name("blk.0.attn_output.weight") == "model.layers.0.self_attn.o_proj.weight"

@@ -4,6 +4,7 @@ names, llama's Q/K row permutation undone, and quantised tensors dequantised on 
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from typing import Any
@@ -58,6 +59,28 @@ def unpermute_rows(rows: int, n_head: int) -> torch.Tensor:
     return torch.arange(rows).reshape(n_head, half, 2).transpose(1, 2).reshape(-1)  # [rows]
 
 
+_SHARD_RE = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
+
+
+def _first_shard(path: str) -> str:
+    """Any part of a split GGUF (name-00002-of-00003.gguf) opens the set through its first part."""
+    m = _SHARD_RE.match(path)
+    return f"{m[1]}-00001-of-{m[3]}.gguf" if m and os.path.exists(f"{m[1]}-00001-of-{m[3]}.gguf") else path
+
+
+def _other_shards(first: GGUFFile) -> list[str]:
+    count = int(first.metadata.get("split.count", 1))
+    if count <= 1:
+        return []
+    m = _SHARD_RE.match(first.path)
+    paths = [f"{m[1]}-{i:05d}-of-{count:05d}.gguf" for i in range(2, count + 1)] if m else []
+    missing = [p for p in paths if not os.path.exists(p)]
+    if not m or missing:
+        raise NinferError(f"{first.path} is part 1 of a {count}-part GGUF but {missing[0] if missing else 'its parts'} "
+                          "is missing; put all parts, named like the first (-0000N-of-...), in one folder.")
+    return paths
+
+
 class GGUFCheckpoint(Checkpoint):
     name = "gguf"
 
@@ -75,9 +98,12 @@ class GGUFCheckpoint(Checkpoint):
 
     def __init__(self, path: str):
         self.path = path
-        self.file = GGUFFile(path)
+        self.file = GGUFFile(_first_shard(path))
         self.metadata: dict[str, Any] = self.file.metadata
-        self._by_hf = {hf_tensor_name(n): info for n, info in self.file.tensors.items()}
+        self._file_of: dict[str, GGUFFile] = {}  # GGUF tensor name -> the shard holding it
+        for shard in [self.file] + [GGUFFile(p) for p in _other_shards(self.file)]:
+            self._file_of.update(dict.fromkeys(shard.tensors, shard))
+        self._by_hf = {hf_tensor_name(n): f.tensors[n] for n, f in self._file_of.items()}
         self.config = self._synthesise_config()
         self.generation_config: dict[str, Any] = {}
         template = self.metadata.get("tokenizer.chat_template")
@@ -156,7 +182,7 @@ class GGUFCheckpoint(Checkpoint):
         info = self.tensor_info(name)
         with warnings.catch_warnings():  # a read-only map: copy this one tensor, never the file
             warnings.simplefilter("ignore")
-            raw = torch.from_numpy(np.array(self.file.raw_bytes(info)))  # [rows, row_bytes]
+            raw = torch.from_numpy(np.array(self._file_of[info.name].raw_bytes(info)))  # [rows, row_bytes]
         if len(info.shape) == 1:  # vectors (norms, biases) are one row; get() reorders their elements
             return raw
         order = self._row_order(name, raw.shape[0])
