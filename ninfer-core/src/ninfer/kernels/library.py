@@ -18,6 +18,7 @@ from .nvrtc import compile_cubin, parse_arch
 DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
 GEMV_WIDTHS = (1, 2, 4, 8, 16)  # tokens per pass over the weights
 ATTN_HEAD_DIMS = (64, 128, 256)
+GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128")  # gdn_kernels.cuh, per dtype and f32
 
 
 def _family_names(suffix: str) -> list[str]:
@@ -25,6 +26,7 @@ def _family_names(suffix: str) -> list[str]:
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "attention_combine")]
     names += [f"attention_split_{suffix}_d{d}" for d in ATTN_HEAD_DIMS]
+    names += [n.format(s=suffix) for n in GDN_KERNELS]
     return names
 
 
@@ -47,7 +49,7 @@ class KernelLibrary:
         return int(m.group(1)) if m else default
 
     def kernel_names(self) -> list[str]:
-        names = ["argmax_f32"]
+        names = ["argmax_f32", *(n.format(s="f32") for n in GDN_KERNELS)]
         for dt in self.dtypes:
             names += _family_names(DTYPE_SUFFIX[dt])
         return names

@@ -105,11 +105,11 @@ __device__ __forceinline__ void gdn_recurrent(const T *__restrict__ q, const T *
             }
             // sum over the row groups: first the lanes of this warp that share cg, then the warps
 #pragma unroll
-            for (int o = CG; o < 32; o <<= 1) {
+            for (int off = CG; off < 32; off <<= 1) {
 #pragma unroll
                 for (int c = 0; c < VEC; c++) {
-                    pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], o);
-                    pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], o);
+                    pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], off);
+                    pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], off);
                 }
             }
             if (lane < CG) {

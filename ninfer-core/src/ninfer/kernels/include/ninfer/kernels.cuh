@@ -4,6 +4,7 @@
 #pragma once
 #include "attention.cuh"
 #include "elementwise.cuh"
+#include "gdn_kernels.cuh"
 #include "gemv.cuh"
 #include "norm.cuh"
 #include "rope.cuh"
@@ -70,10 +71,12 @@
     extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
                                                      T *out, int Hq, int S_, int C, int D) {            \
         ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, D);                                  \
-    }
+    }                                                                                                   \
+    NINFER_GDN_KERNELS(S, T)
 
 // dtype-free kernels, once per module
 #define NINFER_COMMON_KERNELS()                                                                         \
     extern "C" __global__ void argmax_f32(const float *logits, long long *out, int V) {                 \
         ninfer::argmax<float>(logits, out, V);                                                          \
-    }
+    }                                                                                                   \
+    NINFER_GDN_KERNELS(f32, float)
