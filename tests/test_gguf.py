@@ -195,6 +195,29 @@ def test_split_gguf_opens_from_any_part(tmp_path):
         GGUFCheckpoint.open(str(tmp_path / parts[0]))
 
 
+def test_llama3_rope_factors_become_hf_rope_scaling(tmp_path):
+    """llama.cpp stores Llama 3.1's rope scaling as per-frequency factors (rope_freqs); the config
+    must give transformers' llama3 rope the same frequencies."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import _compute_llama3_parameters
+
+    V = gguf.GGUFValueType
+    dims = dict(hidden_size=256, num_attention_heads=2, head_dim=128, max_position_embeddings=131072)
+    params = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    inv_hf, _ = _compute_llama3_parameters(LlamaConfig(**dims, rope_parameters=params))
+    inv_plain = 500000.0 ** -(torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    factors = (inv_plain / inv_hf.double()).float().numpy()  # what llama.cpp divides each frequency by
+    md = {"llama.embedding_length": (256, V.UINT32, None), "llama.attention.head_count": (2, V.UINT32, None),
+          "llama.rope.freq_base": (500000.0, V.FLOAT32, None), "llama.rope.dimension_count": (128, V.UINT32, None)}
+    path = tmp_path / "llama31.gguf"
+    _write(path, "llama", md, {"rope_freqs.weight": (factors, None)})
+    scaling = GGUFCheckpoint.open(str(path)).config["rope_scaling"]
+    assert scaling["rope_type"] == "llama3" and scaling["factor"] == pytest.approx(8.0, abs=1e-5)
+    inv_ours, _ = _compute_llama3_parameters(LlamaConfig(**dims, rope_parameters={**scaling, "rope_theta": 500000.0}))
+    torch.testing.assert_close(inv_ours, inv_hf, rtol=1e-6, atol=0)
+
+
 def test_hf_names():
     assert hf_tensor_name("blk.7.ffn_down.weight") == "model.layers.7.mlp.down_proj.weight"
     assert hf_tensor_name("blk.0.attn_output.weight") == "model.layers.0.self_attn.o_proj.weight"

@@ -4,6 +4,7 @@ names, llama's Q/K row permutation undone, and quantised tensors dequantised on 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import warnings
@@ -81,6 +82,30 @@ def _other_shards(first: GGUFFile) -> list[str]:
     return paths
 
 
+def llama3_rope_scaling(freq_factors: torch.Tensor, theta: float, rotary_dim: int, original_context: int
+                        ) -> dict[str, Any] | None:
+    """Hugging Face's llama3 rope_scaling from the `rope_freqs` factors llama.cpp stores instead.
+
+    llama.cpp divides frequency i by factor f_i: 1 at short wavelengths, `factor` at long ones, and
+    1 / ((1 - s) / factor + s) between, with s = (original / wavelength - low) / (high - low). s is
+    linear in 1 / wavelength, so a line through the in-between entries gives the band; any
+    (original, low, high) on that line describes the same frequencies, so `original` is kept as given.
+    """
+    f = freq_factors.double().flatten()  # [rotary_dim / 2]
+    factor = float(f.max())
+    inv_freq = theta ** -(torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+    between = (f > 1 + 1e-5) & (f < factor * (1 - 1e-5))  # float32 factors: leave rounding noise out
+    if factor <= 1 + 1e-5 or int(between.sum()) < 2:
+        return None
+    s = (1 / f[between] - 1 / factor) / (1 - 1 / factor)
+    x = inv_freq[: f.numel()][between] / (2 * math.pi)  # 1 / wavelength
+    slope, intercept = np.polyfit(x.numpy(), s.numpy(), 1)
+    width = original_context / slope  # high - low
+    low = -intercept * width
+    return {"rope_type": "llama3", "factor": factor, "low_freq_factor": float(low),
+            "high_freq_factor": float(low + width), "original_max_position_embeddings": int(original_context)}
+
+
 class GGUFCheckpoint(Checkpoint):
     name = "gguf"
 
@@ -143,7 +168,11 @@ class GGUFCheckpoint(Checkpoint):
             "eos_token_id": md.get("tokenizer.ggml.eos_token_id"),
         }
         scaling = key("rope.scaling.type")
-        if scaling in ("linear", "yarn"):
+        if "rope_freqs.weight" in self._by_hf:  # Llama 3.1+: per-frequency factors stored as a tensor
+            rotary_dim = key("rope.dimension_count", cfg["head_dim"])
+            cfg["rope_scaling"] = llama3_rope_scaling(self.get("rope_freqs.weight"), cfg["rope_theta"], rotary_dim,
+                                                      key("rope.scaling.original_context_length", 8192))
+        elif scaling in ("linear", "yarn"):
             cfg["rope_scaling"] = {"rope_type": scaling, "factor": key("rope.scaling.factor", 1.0)}
             if key("rope.scaling.original_context_length"):
                 cfg["rope_scaling"]["original_max_position_embeddings"] = key("rope.scaling.original_context_length")
@@ -169,13 +198,13 @@ class GGUFCheckpoint(Checkpoint):
 
     def _row_order(self, name: str, rows: int) -> torch.Tensor | None:
         """llama stores q_proj/k_proj rows permuted for interleaved rope; this undoes it."""
-        if self.config["model_type"] != "llama":
-            return None
         if ".self_attn.q_proj." in name:
-            return unpermute_rows(rows, self.config["num_attention_heads"])
-        if ".self_attn.k_proj." in name:
-            return unpermute_rows(rows, self.config["num_key_value_heads"])
-        return None
+            heads = "num_attention_heads"
+        elif ".self_attn.k_proj." in name:
+            heads = "num_key_value_heads"
+        else:
+            return None
+        return unpermute_rows(rows, self.config[heads]) if self.config["model_type"] == "llama" else None
 
     def raw(self, name: str) -> torch.Tensor:
         """The stored (possibly quantised) bytes, uint8 [rows, bytes per row], rows in HF order."""
