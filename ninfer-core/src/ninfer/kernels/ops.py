@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from ..ops import DeviceSpec, OpImpl
 from ..reference import ops as ref
 from .attention import make_paged_attention
+from .gdn import make_gdn_ops
 from .library import DTYPE_SUFFIX, GEMV_WIDTHS, KernelLibrary
 
 GEMV_MAX_TOKENS = GEMV_WIDTHS[-1]  # above this, cuBLAS (prefill)
@@ -138,7 +139,7 @@ def make_ops(lib: KernelLibrary) -> dict:
 
     return {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
             "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax,
-            "paged_attention": make_paged_attention(lib)}
+            "paged_attention": make_paged_attention(lib), **make_gdn_ops(lib)}
 
 
 def op_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
