@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import warnings
 from typing import Any
 
 import numpy as np
@@ -159,7 +158,7 @@ class GGUFCheckpoint(Checkpoint):
             "rms_norm_eps": key("attention.layer_norm_rms_epsilon", 1e-6),
             "rope_theta": key("rope.freq_base", 10000.0),
             # the embedding's rows, which converters may pad past the token list, are what the model needs
-            "vocab_size": key("vocab_size", embed.shape[0] if embed else len(tokens) if tokens else None),
+            "vocab_size": key("vocab_size", embed.shape[0] if embed is not None else len(tokens) if tokens else None),
             "max_position_embeddings": key("context_length", 2048),
             "tie_word_embeddings": "lm_head.weight" not in self._by_hf,
             "hidden_act": "silu",
@@ -209,9 +208,8 @@ class GGUFCheckpoint(Checkpoint):
     def raw(self, name: str) -> torch.Tensor:
         """The stored (possibly quantised) bytes, uint8 [rows, bytes per row], rows in HF order."""
         info = self.tensor_info(name)
-        with warnings.catch_warnings():  # a read-only map: copy this one tensor, never the file
-            warnings.simplefilter("ignore")
-            raw = torch.from_numpy(np.array(self._file_of[info.name].raw_bytes(info)))  # [rows, row_bytes]
+        # copy this one tensor out of the read-only map (torch wants writable memory); never the file
+        raw = torch.from_numpy(np.array(self._file_of[info.name].raw_bytes(info)))  # [rows, row_bytes]
         if len(info.shape) == 1:  # vectors (norms, biases) are one row; get() reorders their elements
             return raw
         order = self._row_order(name, raw.shape[0])
