@@ -1,0 +1,119 @@
+"""Cost of verifying k drafted tokens in one target forward, against decoding one token.
+
+Speculative decoding pays off when the verify forward over [last token + k drafts] costs little more
+than a one-token decode (batch-1 decode is memory-bound: the weights are read once either way). For
+each width k this prefills a random prompt of CTX tokens, then repeats: verify k tokens through the
+engine's runner (CUDA graphs where the runner has them), roll the KV cache / recurrent state back
+with ``truncate``, and times it with CUDA events. It prints the median milliseconds, the ratio to
+k = 1, and the break-even: the mean accepted tokens per step a drafter must reach for width k to
+beat plain decoding. These numbers decide the default verify widths.
+
+    python bench/verify_cost.py --shapes qwen3.5-27b --widths 1,4,8,16 --ctx 1024 --json $OUT/verify.json
+    python bench/verify_cost.py --device cpu --shapes qwen3-8b --layers 2 --reps 3 --ctx 64   # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import random_model as rm  # noqa: E402
+
+
+class Timer:
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def __enter__(self):
+        if self.cuda:
+            self.a, self.b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.a.record()
+        else:
+            self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            self.b.record()
+            self.b.synchronize()
+            self.ms = self.a.elapsed_time(self.b)
+        else:
+            self.ms = (time.perf_counter() - self.t0) * 1e3
+
+
+def measure(runner, widths: list[int], ctx: int, reps: int, warmup: int, seed: int) -> list[dict]:
+    gen = torch.Generator().manual_seed(seed)
+    vocab = runner.cfg.vocab_size
+    prompt = torch.randint(0, vocab, (ctx,), generator=gen).tolist()
+    runner.prefill(prompt)
+    base = len(runner.tokens)
+    rows = []
+    for k in widths:
+        times = []
+        for i in range(warmup + reps):
+            toks = torch.randint(0, vocab, (k,), generator=gen).tolist()
+            with Timer(runner.device) as t:
+                logits = runner.verify(toks)  # [k, V]
+                logits.argmax(dim=-1).tolist()  # the host read acceptance needs
+            runner.truncate(base)  # reject everything: back to the prompt, no recomputation
+            if i >= warmup:
+                times.append(t.ms)
+        rows.append({"width": k, "ms": statistics.median(times), "min_ms": min(times)})
+    one = rows[0]["ms"] if rows[0]["width"] == 1 else None
+    for r in rows:
+        r["ratio_to_1"] = r["ms"] / one if one else None
+        # a verify of width k emits (accepted + 1) tokens; plain decoding emits 1 per `one` ms
+        r["break_even_accepted"] = (r["ms"] / one - 1) if one else None
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", default="qwen3.5-27b")
+    ap.add_argument("--widths", default="1,4,8,16")
+    ap.add_argument("--ctx", type=int, default=1024)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=None, help="fewer layers (smoke tests)")
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    a = ap.parse_args()
+    from ninfer.backends import choose_backend
+
+    device = torch.device(a.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    backend, why = choose_backend(a.backend, device)
+    widths = [int(w) for w in a.widths.split(",")]
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    out = {"device": gpu, "backend": backend, "ctx": a.ctx, "dtype": str(dtype), "results": {}}
+    print(f"{gpu}, backend {backend} ({why}), ctx {a.ctx}, {dtype}")
+    for shape in a.shapes.split(","):
+        runner, weights = rm.build(shape, backend, device, dtype, a.ctx + max(widths) + 64, layers=a.layers)
+        graphs = getattr(runner, "graphs", None) is not None
+        print(f"\n{shape} ({rm.weight_bytes(weights) / 1e9:.1f} GB of weights read per step, "
+              f"CUDA graphs {'on' if graphs else 'off'})")
+        print(f"{'width':>5} {'ms':>9} {'x width 1':>10} {'break-even accepted/step':>25}")
+        rows = measure(runner, widths, a.ctx, a.reps, a.warmup, seed=0)
+        for r in rows:
+            ratio = f"{r['ratio_to_1']:.2f}" if r["ratio_to_1"] is not None else "-"
+            be = f"{r['break_even_accepted']:.2f}" if r["break_even_accepted"] is not None else "-"
+            print(f"{r['width']:>5} {r['ms']:>9.3f} {ratio:>10} {be:>25}")
+        out["results"][shape] = rows
+        del runner, weights
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
