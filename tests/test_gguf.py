@@ -218,6 +218,14 @@ def test_llama3_rope_factors_become_hf_rope_scaling(tmp_path):
     torch.testing.assert_close(inv_ours, inv_hf, rtol=1e-6, atol=0)
 
 
+def test_unreadable_quantisation_is_named(tmp_path):
+    path = tmp_path / "iq.gguf"
+    block, block_bytes = gguf.GGML_QUANT_SIZES[Q.IQ4_XS]
+    _write(path, "llama", {}, {"w": (np.zeros((2, 512 // block * block_bytes), np.uint8), Q.IQ4_XS)})
+    with pytest.raises(NinferError, match="stored as ggml IQ4_XS, which ninfer cannot read"):
+        GGUFCheckpoint.open(str(path))
+
+
 def test_hf_names():
     assert hf_tensor_name("blk.7.ffn_down.weight") == "model.layers.7.mlp.down_proj.weight"
     assert hf_tensor_name("blk.0.attn_output.weight") == "model.layers.0.self_attn.o_proj.weight"

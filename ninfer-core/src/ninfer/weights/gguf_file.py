@@ -37,6 +37,10 @@ GGML_TYPES = {
     26: ("I32", 1, 4), 27: ("I64", 1, 8), 28: ("F64", 1, 8), 30: ("BF16", 1, 2),
 }
 
+# known ggml types ninfer does not read, named so the error says which one the file uses
+_UNREAD_TYPES = {16: "IQ2_XXS", 17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S",
+                 22: "IQ2_S", 23: "IQ4_XS", 29: "IQ1_M", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4"}
+
 
 class CorruptGGUF(Exception):
     """Raised inside the parser; the reader turns it into one NinferError sentence."""
@@ -121,8 +125,7 @@ class GGUFFile:
                               "model again with a current llama.cpp.")
         if self.version not in (2, 3):  # a big-endian file also lands here, byte-swapped
             raise CorruptGGUF(f"version {self.version}")
-        count = "<Q"
-        n_tensors, n_kv = cur.scalar(count), cur.scalar(count)
+        n_tensors, n_kv = cur.scalar("<Q"), cur.scalar("<Q")
         if n_tensors > size or n_kv > size:
             raise CorruptGGUF("impossible counts")
         self.metadata: dict[str, Any] = {}
@@ -135,15 +138,16 @@ class GGUFFile:
             n_dims = cur.scalar("<I")
             if n_dims > 8:
                 raise CorruptGGUF("too many dims")
-            dims = [cur.scalar(count) for _ in range(n_dims)]
+            dims = [cur.scalar("<Q") for _ in range(n_dims)]
             infos.append((name, dims, cur.scalar("<I"), cur.scalar("<Q")))
         self.alignment = int(self.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
         data_start = -(-cur.pos // self.alignment) * self.alignment
         self.tensors: dict[str, TensorInfo] = {}
         for name, dims, ggml_type, rel in infos:
             if ggml_type not in GGML_TYPES:
-                raise NinferError(f"Tensor {name} in {self.path} has ggml type {ggml_type}, which ninfer cannot "
-                                  "read; use a GGUF quantised as F32, F16, BF16, Q4_0..Q8_0 or a K-quant.")
+                kind = _UNREAD_TYPES.get(ggml_type, f"type {ggml_type}")
+                raise NinferError(f"Tensor {name} in {self.path} is stored as ggml {kind}, which ninfer cannot read; "
+                                  "use a GGUF quantised as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or a K-quant.")
             _, block, block_bytes = GGML_TYPES[ggml_type]
             n = int(np.prod(dims, dtype=np.int64)) if dims else 1
             if dims and dims[0] % block:
