@@ -133,7 +133,9 @@ class Tokenizer:
         types = metadata.get("tokenizer.ggml.token_type") or []
         eos |= {i for i, t in enumerate(tokens) if t in _END_OF_GENERATION_TEXTS and i < len(types)
                 and types[i] == CONTROL}
-        return cls(hf, bos, eos, eos_id, add_bos_token=bool(metadata.get("tokenizer.ggml.add_bos_token", False)))
+        # llama.cpp adds BOS to a SentencePiece vocabulary unless the file says otherwise
+        add_bos = bool(metadata.get("tokenizer.ggml.add_bos_token", kind == "llama"))
+        return cls(hf, bos, eos, eos_id, add_bos_token=add_bos)
 
 
 def _byte_level_bpe(metadata: dict[str, Any]) -> HFTokenizer:
