@@ -23,6 +23,7 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
                                                 int C, int q_stride, float scale) {
     constexpr int G = D / 8;     // lanes per key row, 16 bytes each
     constexpr int KPW = 32 / G;  // keys a warp handles per step
+    constexpr int UNR = 4;       // steps whose loads are in flight together
     __shared__ float s_p[R][CMAX];
     __shared__ float s_o[NW][R][D];  // per-warp partial outputs, summed in a fixed order (deterministic)
     const int kvh = blockIdx.x, split = blockIdx.y;
@@ -57,21 +58,30 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
 #pragma unroll
             for (int i = 0; i < 8; i++) qf[r][i] *= scale;
         }
-        // the loop runs warp-uniformly (the shuffles need every lane); lanes past the end compute junk
-        for (int jb = warp * KPW; jb < nkeys; jb += NW * KPW) {
-            const int j = jb + sub;
-            const int key = key0 + min(j, nkeys - 1);
-            const i64 slot = (i64)block_table[key / bs] * bs + key % bs;
-            float kf[8];
-            unpack8<T>(*reinterpret_cast<const uint4 *>(k_cache + (slot * Hk + kvh) * D + gl * 8), kf);
+        // the loop runs warp-uniformly (the shuffles need every lane); lanes past the end compute junk.
+        // UNR keys per lane are loaded before any is used, so their (block table -> K) chains overlap.
+        for (int jb = warp * KPW; jb < nkeys; jb += NW * KPW * UNR) {
+            uint4 kraw[UNR];
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                float d = 0.f;
+            for (int u = 0; u < UNR; u++) {
+                const int key = key0 + min(jb + u * NW * KPW + sub, nkeys - 1);
+                const i64 slot = (i64)block_table[key / bs] * bs + key % bs;
+                kraw[u] = *reinterpret_cast<const uint4 *>(k_cache + (slot * Hk + kvh) * D + gl * 8);
+            }
 #pragma unroll
-                for (int i = 0; i < 8; i++) d = fmaf(qf[r][i], kf[i], d);
+            for (int u = 0; u < UNR; u++) {
+                const int j = jb + u * NW * KPW + sub;
+                float kf[8];
+                unpack8<T>(kraw[u], kf);
 #pragma unroll
-                for (int o = G / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                if (gl == 0 && r < nr && j < nkeys) s_p[r][j] = j <= lim[r] ? d : neg_inf();
+                for (int r = 0; r < R; r++) {
+                    float d = 0.f;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) d = fmaf(qf[r][i], kf[i], d);
+#pragma unroll
+                    for (int o = G / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                    if (gl == 0 && r < nr && j < nkeys) s_p[r][j] = j <= lim[r] ? d : neg_inf();
+                }
             }
         }
     }
@@ -104,16 +114,26 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
         for (int r = 0; r < R; r++)
 #pragma unroll
             for (int i = 0; i < 8; i++) acc[r][i] = 0.f;
-        for (int j = warp * KPW + sub; j < nkeys; j += NW * KPW) {
-            const int key = key0 + j;
-            const i64 slot = (i64)block_table[key / bs] * bs + key % bs;
-            float vf[8];
-            unpack8<T>(*reinterpret_cast<const uint4 *>(v_cache + (slot * Hk + kvh) * D + gl * 8), vf);
+        for (int jb = warp * KPW; jb < nkeys; jb += NW * KPW * UNR) {
+            uint4 vraw[UNR];
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const float p = s_p[r][j];
+            for (int u = 0; u < UNR; u++) {
+                const int key = key0 + min(jb + u * NW * KPW + sub, nkeys - 1);
+                const i64 slot = (i64)block_table[key / bs] * bs + key % bs;
+                vraw[u] = *reinterpret_cast<const uint4 *>(v_cache + (slot * Hk + kvh) * D + gl * 8);
+            }
 #pragma unroll
-                for (int i = 0; i < 8; i++) acc[r][i] = fmaf(p, vf[i], acc[r][i]);
+            for (int u = 0; u < UNR; u++) {
+                const int j = jb + u * NW * KPW + sub;
+                if (j >= nkeys) continue;
+                float vf[8];
+                unpack8<T>(vraw[u], vf);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float p = s_p[r][j];
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[r][i] = fmaf(p, vf[i], acc[r][i]);
+                }
             }
         }
 #pragma unroll
