@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..reference import gdn as ref
+from ..reference.gdn import L2_EPS
 from .library import DTYPE_SUFFIX, KernelLibrary
 
 CONV_K = 4  # conv width the kernels are built for (Qwen3.5: linear_conv_kernel_dim)
@@ -82,7 +83,7 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
         lib.module(v.device)[f"gdn_recurrent_{suffix(v)}_d{HEAD_DIM}"](
             (Dv // bv, H), (GDN_THREADS,),
             q, k, v, g, beta, initial_state, o, final, states, T, H, Hk,
-            q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), float(Dk ** -0.5), float(ref.L2_EPS))
+            q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), float(Dk ** -0.5), float(L2_EPS))
         return o, (states if keep_all else final)
 
     def gdn_recurrent(q, k, v, g, beta, initial_state=None):
