@@ -207,13 +207,17 @@ class LayerTaps:
 
     Each tapped layer in ``model.layers`` is wrapped; the wrapper stores its output and passes it on."""
 
+    class _Store(dict):
+        recording = False  # only while a speculative request runs: plain decoding keeps nothing
+
     class _Tap:
         def __init__(self, layer, index: int, store: dict):
             self.__dict__.update(_inner=layer, _index=index, _store=store)
 
         def __call__(self, x, ctx):
             y = self._inner(x, ctx)
-            self._store.setdefault(self._index, []).append(y)
+            if self._store.recording:
+                self._store.setdefault(self._index, []).append(y)
             return y
 
         def __getattr__(self, name):
@@ -221,9 +225,10 @@ class LayerTaps:
 
     def __init__(self, model, layers: tuple[int, ...]):
         if not hasattr(model, "_layer_tap_store"):
-            model._layer_tap_store = {}
+            model._layer_tap_store = LayerTaps._Store()
         self.store: dict[int, list[torch.Tensor]] = model._layer_tap_store  # shared by every tap of model
         self.store.clear()
+        self.store.recording = True
         n = len(model.layers)
         for i in layers:
             if not 0 <= i < n:
@@ -232,6 +237,10 @@ class LayerTaps:
             if not isinstance(model.layers[i], LayerTaps._Tap):
                 model.layers[i] = LayerTaps._Tap(model.layers[i], i, self.store)
         self.layers = layers
+
+    def stop(self) -> None:
+        self.store.recording = False
+        self.store.clear()
 
     def take(self) -> dict[int, torch.Tensor]:
         """Outputs since the last take, per layer, concatenated over forwards: layer -> [T, H]."""

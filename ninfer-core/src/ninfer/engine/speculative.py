@@ -17,6 +17,7 @@ import torch
 
 from ..config.sampling import SamplingParams
 from ..drafting import DraftContext, LayerTaps, as_proposal
+from .cuda_graph import MAX_WIDTH
 from .generate import Chunk, OutputTracker, _sync, check_prompt, finish_stats, new_stats
 from .sampler import Sampler, top_logprobs
 
@@ -96,10 +97,10 @@ class _TargetHidden:
         self.layers = {i: (self.post if i == last else got[i])[:keep] for i in self.taps.layers}
 
     def verify(self, tokens: list[int]) -> torch.Tensor:
-        """The target forward over [last, drafts]: logits [k+1, V]. A CUDA-graph replay would not run
-        the layer taps or refresh the pre-norm hidden state, so drafters that read them go eager."""
+        """The target forward over [last, drafts]: logits [k+1, V]. A CUDA-graph replay does not run
+        Python, so the layer taps would record nothing: drafters that read layers go eager."""
         r = self.runner
-        if not self.want or getattr(r, "graphs", None) is None:
+        if self.taps is None or getattr(r, "graphs", None) is None:
             return r.verify(tokens)
         with torch.inference_mode():
             r.last_hidden = r.forward(tokens, "verify")
@@ -112,7 +113,7 @@ class _TargetHidden:
         r = self.runner
         self.start = start
         self.post = r.last_hidden[:keep]
-        self.pre = r.last_ctx.hidden_pre_norm[:keep]
+        self.pre = r.last_ctx.hidden_pre_norm[:keep].clone()  # a graph's static buffer is reused by the next replay
         self._take_layers(keep)
 
 
@@ -125,6 +126,14 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
     stats.update(drafted_tokens=0, accepted_tokens=0, drafters={})
     drafter.reset()
     target = _TargetHidden(runner, drafter)
+    try:
+        yield from _loop(runner, prompt_ids, params, drafter, sampler, out, stats, limit, target)
+    finally:
+        if target.taps is not None:
+            target.taps.stop()
+
+
+def _loop(runner, prompt_ids, params, drafter, sampler, out, stats, limit, target) -> Iterator[Chunk]:
     llm = getattr(drafter, "llm", None)
 
     t0 = time.perf_counter()
@@ -147,6 +156,8 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
         seq = prompt_ids + out.out_ids
         base = len(runner.tokens)  # == len(seq) - 1: the last token is not in the cache yet
         room = min(limit - len(out.out_ids) - 1, runner.max_context - base - 1)
+        if getattr(runner, "graphs", None) is not None:  # stay within the widths captured as CUDA graphs
+            room = min(room, MAX_WIDTH - 1)
         ctx = DraftContext(seq, len(prompt_ids), max(room, 0), target.start, target.post, target.pre,
                            target.layers, params, llm, runner)
         prop = as_proposal(drafter.propose(ctx) if room > 0 else None, drafter.name)
