@@ -17,12 +17,13 @@ from .nvrtc import compile_cubin, parse_arch
 
 DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
 GEMV_WIDTHS = (1, 2, 4, 8, 16)  # tokens per pass over the weights
+GEMV_SPLITS = (2, 4)  # warps sharing one row in the split-K decode GEMV
 ATTN_HEAD_DIMS = (64, 128, 256)
 GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128")  # gdn_kernels.cuh, per dtype and f32
 
 
 def _family_names(suffix: str) -> list[str]:
-    names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS]
+    names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "attention_combine")]
     names += [f"attention_split_{suffix}_d{d}" for d in ATTN_HEAD_DIMS]

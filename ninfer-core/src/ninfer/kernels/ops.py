@@ -7,6 +7,8 @@ the host on the decode/verify path, so CUDA graphs capture it.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -27,6 +29,14 @@ def _width(ntok: int) -> int:
     return next(w for w in GEMV_WIDTHS if w >= ntok)
 
 
+def split_k(N: int) -> int:
+    """Warps per row of the decode GEMV: short matrices split K so that enough loads are in flight.
+    ``NINFER_GEMV_SPLITK=0`` turns it off (for A/B measurements)."""
+    if os.environ.get("NINFER_GEMV_SPLITK", "1") == "0":
+        return 1
+    return 4 if N <= 4096 else 2 if N <= 12288 else 1
+
+
 def make_ops(lib: KernelLibrary) -> dict:
     """The launchers for one backend's library, keyed by op name."""
     warps = lib.tuning("NINFER_GEMV_WARPS", 4)
@@ -45,6 +55,12 @@ def make_ops(lib: KernelLibrary) -> dict:
         if not _aligned(x2, weight):
             return F.linear(x, weight, bias)
         y = torch.empty(T, N, dtype=x.dtype, device=x.device)  # [T, N]
+        sk = split_k(N) if T == 1 and warps % 4 == 0 else 1
+        if sk > 1:
+            rows = warps // sk
+            lib.module(x.device)[f"gemv_{s}_t1_k{sk}"](((N + rows - 1) // rows,), (warps * 32,),
+                                                       weight, x2, bias, y, N, K)
+            return y.view(*x.shape[:-1], N)
         nt = _width(T)
         lib.module(x.device)[f"gemv_{s}_t{nt}"](((N + warps - 1) // warps, (T + nt - 1) // nt), (warps * 32,),
                                                   weight, x2, bias, y, N, K, T)

@@ -63,3 +63,57 @@ __device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restric
 }
 
 }  // namespace ninfer
+
+namespace ninfer {
+
+// Batch-1 GEMV with split K, for matrices with too few rows to keep enough loads in flight (the q/k/v and o
+// projections, a down projection of 4096 rows): SPLITK warps share a row, each streaming a contiguous
+// K range, and their partial sums meet in shared memory in a fixed order (deterministic).
+template <typename T, int U, int WARPS, int SPLITK>
+__device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__restrict__ x,
+                                            const T *__restrict__ bias, T *__restrict__ y, int N, int K) {
+    constexpr int ROWS = WARPS / SPLITK;
+    __shared__ float s_acc[WARPS];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n = blockIdx.x * ROWS + warp / SPLITK, part = warp % SPLITK;
+    const int KV = K / 8;
+    const int per = (KV + SPLITK - 1) / SPLITK;
+    const int v0 = part * per, v1 = min(KV, v0 + per);
+    float acc = 0.f;
+    if (n < N) {
+        const uint4 *Wr = reinterpret_cast<const uint4 *>(W + (i64)n * K);
+        const uint4 *xr = reinterpret_cast<const uint4 *>(x);
+        int v = v0 + lane;
+        for (; v + 32 * (U - 1) < v1; v += 32 * U) {
+            uint4 w[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) w[u] = load_stream(Wr + v + 32 * u);
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float wf[8], xf[8];
+                unpack8<T>(w[u], wf);
+                unpack8<T>(__ldg(xr + v + 32 * u), xf);
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc = fmaf(wf[i], xf[i], acc);
+            }
+        }
+        for (; v < v1; v += 32) {
+            float wf[8], xf[8];
+            unpack8<T>(load_stream(Wr + v), wf);
+            unpack8<T>(__ldg(xr + v), xf);
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc = fmaf(wf[i], xf[i], acc);
+        }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) s_acc[warp] = acc;
+    __syncthreads();
+    if (part == 0 && lane == 0 && n < N) {
+        float s = 0.f;
+#pragma unroll
+        for (int p = 0; p < SPLITK; p++) s += s_acc[warp + p];
+        y[n] = from_f<T>(s + (bias ? to_f(bias[n]) : 0.f));
+    }
+}
+
+}  // namespace ninfer

@@ -27,6 +27,12 @@
         ninfer::gemv<T, NT, U, NINFER_GEMV_WARPS>(W, x, b, y, N, K, ntok);                              \
     }
 
+#define NINFER_GEMV_SPLITK(S, T, SK)                                                                    \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_##S##_t1_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K) {                   \
+        ninfer::gemv_splitk<T, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS, SK>(W, x, b, y, N, K);            \
+    }
+
 #define NINFER_ATTN(S, T, D)                                                                            \
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_##S##_d##D(    \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
@@ -41,6 +47,8 @@
     NINFER_GEMV(S, T, 4, 4)                                                                             \
     NINFER_GEMV(S, T, 8, 2)                                                                             \
     NINFER_GEMV(S, T, 16, 2)                                                                            \
+    NINFER_GEMV_SPLITK(S, T, 2)                                                                         \
+    NINFER_GEMV_SPLITK(S, T, 4)                                                                         \
     extern "C" __global__ void rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
         ninfer::rms_norm<T, false, false>(x, nullptr, w, y, rows, H, xs, eps);                          \
     }                                                                                                   \
