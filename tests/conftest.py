@@ -24,6 +24,16 @@ def smollm2_gguf() -> str:
     return smollm2_path()
 
 
+@pytest.fixture(scope="session")
+def smollm2_hf(smollm2_gguf):
+    """transformers' own model from the same GGUF (it dequantises to float32); loaded once per run."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(os.path.dirname(smollm2_gguf),
+                                                gguf_file=os.path.basename(smollm2_gguf),
+                                                dtype=torch.float32).eval()
+
+
 def write_byte_tokenizer(path: str, vocab_size: int) -> None:
     """A byte-level BPE tokenizer with no merges (one token per byte) plus ChatML specials."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers

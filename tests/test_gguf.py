@@ -258,12 +258,8 @@ def test_smollm2_tensors_equal_gguf_package(smollm2, smollm2_gguf):
 
 
 @pytest.fixture(scope="module")
-def transformers_smollm2(smollm2_gguf):
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(smollm2_gguf),
-                                                 gguf_file=os.path.basename(smollm2_gguf), dtype=torch.float32)
-    return model
+def transformers_smollm2(smollm2_hf):
+    return smollm2_hf
 
 
 def test_smollm2_names_unpermute_and_config_match_transformers(smollm2, transformers_smollm2):

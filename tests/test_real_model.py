@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
@@ -22,12 +20,8 @@ def llm():
 
 
 @pytest.fixture(scope="module")
-def hf(smollm2_gguf):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(os.path.dirname(smollm2_gguf),
-                                                gguf_file=os.path.basename(smollm2_gguf),
-                                                dtype=torch.float32).eval()
+def hf(smollm2_hf):
+    return smollm2_hf
 
 
 def test_default_model_answers_paris(llm):

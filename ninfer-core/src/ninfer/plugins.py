@@ -87,9 +87,9 @@ def list_plugins() -> list[dict]:
     return sorted(out, key=lambda p: p["name"])
 
 
-def collect(hook_name: str, *args) -> list:
+def collect(hook_name: str) -> list:
     """Call a register-style hook and return everything registered, in call order."""
     load_plugins()
     items: list = []
-    getattr(pm.hook, hook_name)(register=items.append, *args)
+    getattr(pm.hook, hook_name)(register=items.append)
     return items
