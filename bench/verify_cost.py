@@ -96,12 +96,19 @@ def main():
     out = {"device": gpu, "backend": backend, "ctx": a.ctx, "dtype": str(dtype), "results": {}}
     print(f"{gpu}, backend {backend} ({why}), ctx {a.ctx}, {dtype}")
     for shape in a.shapes.split(","):
-        runner, weights = rm.build(shape, backend, device, dtype, a.ctx + max(widths) + 64, layers=a.layers)
-        graphs = getattr(runner, "graphs", None) is not None
-        print(f"\n{shape} ({rm.weight_bytes(weights) / 1e9:.1f} GB of weights read per step, "
-              f"CUDA graphs {'on' if graphs else 'off'})")
-        print(f"{'width':>5} {'ms':>9} {'x width 1':>10} {'break-even accepted/step':>25}")
-        rows = measure(runner, widths, a.ctx, a.reps, a.warmup, seed=0)
+        try:
+            runner, weights = rm.build(shape, backend, device, dtype, a.ctx + max(widths) + 64, layers=a.layers)
+            graphs = getattr(runner, "graphs", None) is not None
+            print(f"\n{shape} ({rm.weight_bytes(weights) / 1e9:.1f} GB of weights read per step, "
+                  f"CUDA graphs {'on' if graphs else 'off'})")
+            print(f"{'width':>5} {'ms':>9} {'x width 1':>10} {'break-even accepted/step':>25}")
+            rows = measure(runner, widths, a.ctx, a.reps, a.warmup, seed=0)
+        except Exception as e:  # one device call measures every shape: report and go on
+            import traceback
+
+            traceback.print_exc()
+            out["results"][shape] = {"error": f"{type(e).__name__}: {e}"}
+            continue
         for r in rows:
             ratio = f"{r['ratio_to_1']:.2f}" if r["ratio_to_1"] is not None else "-"
             be = f"{r['break_even_accepted']:.2f}" if r["break_even_accepted"] is not None else "-"

@@ -145,3 +145,20 @@ def test_ninfer_run_prints_tokens_per_step_and_acceptance(echo_env, tiny_qwen3):
     bad = _cli(["run", "--model", tiny_qwen3, "--raw", "--draft", "medusa", "x"], echo_env)
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines()[-1].startswith("Error: Unknown drafter 'medusa'")
+
+
+class OutOfVocabulary(Drafter):
+    name = "oov"
+
+    def propose(self, context):
+        return [context.token_ids[-1], 10**6, 3]
+
+
+def test_a_drafted_token_outside_the_vocabulary_ends_the_chain(tiny_qwen3):
+    llm = LLM(tiny_qwen3, progress=False, max_context=64)
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    plain = llm.generate([7, 8, 9], params)
+    llm.drafter = OutOfVocabulary()
+    out = llm.generate([7, 8, 9], params)
+    assert out.token_ids == plain.token_ids
+    assert out.stats["drafted_tokens"] == out.stats["verify_steps"]  # only the first token of each chain

@@ -135,6 +135,7 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
 
 def _loop(runner, prompt_ids, params, drafter, sampler, out, stats, limit, target) -> Iterator[Chunk]:
     llm = getattr(drafter, "llm", None)
+    vocab = runner.cfg.vocab_size
 
     t0 = time.perf_counter()
     logits = target.prefill(prompt_ids)
@@ -162,6 +163,9 @@ def _loop(runner, prompt_ids, params, drafter, sampler, out, stats, limit, targe
                            target.layers, params, llm, runner)
         prop = as_proposal(drafter.propose(ctx) if room > 0 else None, drafter.name)
         draft = prop.tokens[:max(room, 0)]
+        bad = next((i for i, t in enumerate(draft) if not 0 <= t < vocab), None)
+        if bad is not None:  # a drafter's token outside the vocabulary cannot be verified: stop there
+            draft = draft[:bad]
         sources, q_rows = prop.sources(drafter.name)[:len(draft)], prop.prob_rows()[:len(draft)]
         # -- verify -----------------------------------------------------------------------
         logits = target.verify([token] + draft)  # [k+1, V]
