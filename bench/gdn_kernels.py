@@ -4,7 +4,8 @@ For each backend that runs here, each op (conv1d update, gated delta rule, its v
 output norm) at decode (T=1) and verify (T=16) widths: the median time per call over CUDA-event-timed
 repeats of a CUDA graph holding CALLS calls (as the engine runs them: no Python in the timing), for
 the backend's kernel and for the reference op, and the kernel's bytes moved per second as a fraction
-of the measured device copy bandwidth.
+of the measured device copy bandwidth. One more row times the token-by-token kernel over a 2048-token
+prefill against the reference's chunked form, which prefill runs today.
 
     python bench/gdn_kernels.py [--backend sm90] [--json]
 """
@@ -60,7 +61,7 @@ def graph_time(fn) -> float:
 
 
 def cases(dtype: torch.dtype):
-    """(name, T, args builder, bytes moved) for each op and width."""
+    """(kernel op, reference op, T, args builder, bytes moved) for each op and width."""
     es = torch.empty((), dtype=dtype).element_size()
     state = H * D * D * 4
 
@@ -79,13 +80,20 @@ def cases(dtype: torch.dtype):
 
     def norm_args(T):
         z = torch.randn(T, C + VW, device="cuda").to(dtype)[:, C:].reshape(T, H, D)
-        return (torch.randn(T, H, D, device="cuda").to(dtype), z, torch.ones(D, device="cuda", dtype=dtype), 1e-6)
+        o = torch.randn(T, H, D, device="cuda").to(dtype)
+        return o, z, torch.ones(D, device="cuda", dtype=dtype), 1e-6
+
+    def io(T):  # q, k, v, o, beta (model dtype) and g (fp32)
+        return T * ((2 * QK + 2 * VW + H) * es + 4 * H)
 
     for T in (1, 16):
-        yield "causal_conv1d_update", T, lambda T=T: conv_args(T), 2 * T * C * es + C * K * es + 2 * C * (K - 1) * 4
-        yield "gdn_recurrent", T, lambda T=T: gdn_args(T), 2 * state + T * (2 * QK + 2 * VW + 2 * H) * es
-        yield "gdn_recurrent_states", T, lambda T=T: gdn_args(T), (1 + T) * state + T * (2 * QK + 2 * VW + 2 * H) * es
-        yield "rms_norm_gated", T, lambda T=T: norm_args(T), 3 * T * VW * es + D * es
+        yield ("causal_conv1d_update",) * 2 + (T, lambda T=T: conv_args(T),
+                                              2 * T * C * es + C * K * es + 2 * C * (K - 1) * 4)
+        yield ("gdn_recurrent",) * 2 + (T, lambda T=T: gdn_args(T), 2 * state + io(T))
+        yield ("gdn_recurrent_states",) * 2 + (T, lambda T=T: gdn_args(T), (1 + T) * state + io(T))
+        yield ("rms_norm_gated",) * 2 + (T, lambda T=T: norm_args(T), 3 * T * VW * es + D * es)
+    # prefill: the token-by-token kernel against the reference's chunked form (what prefill runs now)
+    yield "gdn_recurrent", "gdn_chunked", 2048, lambda: gdn_args(2048), 2 * state + io(2048)
 
 
 def run(backends: list[str]) -> list[dict]:
@@ -94,7 +102,8 @@ def run(backends: list[str]) -> list[dict]:
 
     runnable = [s.name for s in backend_statuses(torch.device("cuda")) if s.can_run and s.name != "reference"]
     bw = copy_bandwidth()
-    print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e9:.0f} GB/s (bytes read + written)", flush=True)
+    print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw / 1e9:.0f} GB/s (bytes read + written)",
+          flush=True)
     rows = []
     for name in backends or runnable:
         if name not in runnable:
@@ -102,25 +111,27 @@ def run(backends: list[str]) -> list[dict]:
         dtype = installed_backends()[name].dtypes[0]
         spec = DeviceSpec.of(torch.device("cuda"), dtype)
         ops, reference = resolve(name, spec), resolve("reference", spec)
-        for op, T, make, nbytes in cases(dtype):
-            args = make()
-            t_kernel = graph_time(lambda f=getattr(ops, op), a=args: f(*a))
-            t_ref = graph_time(lambda f=getattr(reference, op), a=args: f(*a))
+        for op, ref_op, T, make, nbytes in cases(dtype):
+            args, kernel_fn, ref_fn = make(), getattr(ops, op), getattr(reference, ref_op)
+            t_kernel = graph_time(lambda f=kernel_fn, a=args: f(*a))
+            t_ref = graph_time(lambda f=ref_fn, a=args: f(*a))
             rows.append({"backend": name, "dtype": str(dtype).removeprefix("torch."), "op": op, "T": T,
-                         "impl": ops.impls[op].name, "kernel_us": round(t_kernel * 1e6, 2),
-                         "reference_us": round(t_ref * 1e6, 2), "speedup": round(t_ref / t_kernel, 1),
+                         "reference_op": ref_op, "impl": ops.impls[op].name,
+                         "kernel_us": round(t_kernel * 1e6, 2), "reference_us": round(t_ref * 1e6, 2),
+                         "speedup": round(t_ref / t_kernel, 1),
                          "bytes": nbytes, "GB_s": round(nbytes / t_kernel / 1e9, 1),
                          "of_copy_bw": round(nbytes / t_kernel / bw, 3)})
             r = rows[-1]
-            print(f"{name:6} {r['dtype']:8} {op:22} T={T:<3} kernel {r['kernel_us']:8.2f} us  reference "
-                  f"{r['reference_us']:9.2f} us  x{r['speedup']:<6} {r['GB_s']:7.1f} GB/s = {r['of_copy_bw']:.2f} "
-                  f"of copy  [{r['impl']}]", flush=True)
+            print(f"{name:6} {r['dtype']:8} {op:22} T={T:<4} kernel {r['kernel_us']:8.2f} us  reference "
+                  f"{r['reference_us']:9.2f} us ({ref_op}) x{r['speedup']:<6} {r['GB_s']:7.1f} GB/s = "
+                  f"{r['of_copy_bw']:.2f} of copy  [{r['impl']}]", flush=True)
     return rows
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", action="append", default=[], help="backend(s) to time; default: every runnable one")
+    ap.add_argument("--backend", action="append", default=[],
+                    help="backend(s) to time; default: every runnable one")
     ap.add_argument("--json", action="store_true", help="also print the rows as one JSON line")
     args = ap.parse_args()
     if not torch.cuda.is_available():

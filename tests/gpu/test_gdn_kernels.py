@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+
 from conftest import backend_dtypes, poison_allocator, rel_l2
 from ninfer.ops import DeviceSpec, resolve
 from ninfer.reference import gdn as ref
@@ -115,7 +116,8 @@ def check_gdn(ops, T, dtype, keep_all: bool, fresh: bool = False):
     poison_allocator()
     op = ops.gdn_recurrent_states if keep_all else ops.gdn_recurrent
     o, s = op(q, k, v, g, beta, s0)
-    want = (ref.gdn_recurrent_states if keep_all else ref.gdn_recurrent)(*upcast(q, k, v), g, beta.float(), s0)
+    reference = ref.gdn_recurrent_states if keep_all else ref.gdn_recurrent
+    want = reference(*upcast(q, k, v), g, beta.float(), s0)
     assert o.shape == (T, H, D) and o.dtype == dtype and s.dtype == torch.float32
     assert s.shape == ((T, H, D, D) if keep_all else (H, D, D))
     err_o, err_s = rel_l2(o, want[0]), rel_l2(s, want[1])

@@ -47,7 +47,8 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
         if (weight.shape != (C, CONV_K) or weight.dtype != x.dtype or not weight.is_contiguous()
                 or conv_state.shape != (C, CONV_K - 1) or conv_state.dtype != torch.float32
                 or not conv_state.is_contiguous() or not _on(x.device, weight, bias, conv_state)
-                or (bias is not None and (bias.shape != (C,) or bias.dtype != x.dtype or not bias.is_contiguous()))):
+                or (bias is not None
+                    and (bias.shape != (C,) or bias.dtype != x.dtype or not bias.is_contiguous()))):
             return ref.causal_conv1d_update(x, weight, bias, conv_state)
         y = torch.empty(T, C, dtype=x.dtype, device=x.device)  # [T, C]
         new_state = torch.empty(C, CONV_K - 1, dtype=torch.float32, device=x.device)  # [C, K-1]
@@ -63,7 +64,8 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
         Hk, Dk = q.shape[1], q.shape[2]
         return (T > 0 and q.shape[0] == T and Dk == HEAD_DIM and Dv == HEAD_DIM and Dv % bv == 0
                 and Hk > 0 and H % Hk == 0
-                and q.dtype == v.dtype and k.dtype == v.dtype and beta.dtype == v.dtype and g.dtype == torch.float32
+                and q.dtype == v.dtype and k.dtype == v.dtype and beta.dtype == v.dtype
+                and g.dtype == torch.float32
                 and g.shape == (T, H) and beta.shape == (T, H) and g.stride(1) == 1 and beta.stride(1) == 1
                 and all(t.stride(2) == 1 and t.stride(1) == t.shape[2] for t in (q, k, v))
                 and _on(v.device, q, k, g, beta, state)
@@ -83,7 +85,8 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
         lib.module(v.device)[f"gdn_recurrent_{suffix(v)}_d{HEAD_DIM}"](
             (Dv // bv, H), (GDN_THREADS,),
             q, k, v, g, beta, initial_state, o, final, states, T, H, Hk,
-            q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), float(Dk ** -0.5), float(L2_EPS))
+            q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0),
+            float(Dk ** -0.5), float(L2_EPS))
         return o, (states if keep_all else final)
 
     def gdn_recurrent(q, k, v, g, beta, initial_state=None):
