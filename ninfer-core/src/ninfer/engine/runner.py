@@ -11,6 +11,7 @@ import torch
 from ..kv.paged import PagedKVCache, SequenceKV
 from ..reference.ops import rope_cos_sin
 from .context import ForwardContext
+from .cuda_graph import CudaGraphs, graphs_wanted
 
 
 class ModelRunner:
@@ -27,6 +28,8 @@ class ModelRunner:
         self.state = state_factory() if state_factory else None  # recurrent state (hybrid models)
         self.tokens: list[int] = []  # token ids whose KV (and state) the cache holds
         self.last_ctx: ForwardContext | None = None
+        backend = getattr(getattr(model, "ops", None), "backend", "reference")
+        self.graphs = CudaGraphs(self) if graphs_wanted(device, backend) else None  # decode/verify replay
 
     # -- sequence management -------------------------------------------------------------
     def reset(self) -> None:
@@ -86,6 +89,9 @@ class ModelRunner:
 
     @torch.inference_mode()
     def decode(self, token: int) -> torch.Tensor:
+        if self.graphs is not None and self.graphs.usable(1):
+            self.last_hidden, logits = self.graphs.step([token], "decode")
+            return logits[0]
         hidden = self.forward([token], "decode")
         self.last_hidden = hidden
         return self.model.logits(hidden)[0]
@@ -93,6 +99,9 @@ class ModelRunner:
     @torch.inference_mode()
     def verify(self, tokens: list[int]) -> torch.Tensor:
         """Append k tokens in one forward; return logits [k, V] (row i predicts the token after i)."""
+        if self.graphs is not None and self.graphs.usable(len(tokens)):
+            self.last_hidden, logits = self.graphs.step(tokens, "verify")
+            return logits
         hidden = self.forward(tokens, "verify")
         self.last_hidden = hidden
         return self.model.logits(hidden)
