@@ -10,10 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import make_tiny_checkpoint
-from ninfer import LLM
-from ninfer.drafting import build_drafter
-from ninfer.engine.speculative import _TargetHidden
 from safetensors.torch import load_file
 from test_spec_support import write_dflash
 from transformers import Qwen3Config
@@ -23,6 +19,11 @@ from transformers.models.qwen3.modeling_qwen3 import (
     Qwen3RotaryEmbedding,
     apply_rotary_pos_emb,
 )
+
+from conftest import make_tiny_checkpoint
+from ninfer import LLM
+from ninfer.drafting import build_drafter
+from ninfer.engine.speculative import _TargetHidden
 
 SEQ = [5, 17, 42, 99, 123, 7, 5, 17, 42, 61, 250, 88, 5]
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_spec_support import add_mtp, write_dflash
+
 from conftest import make_tiny_checkpoint
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import DraftContext, Drafter, build_drafter
 from ninfer.engine.speculative import _TargetHidden
-from test_spec_support import add_mtp, write_dflash
 
 # a prompt that repeats, so lookup finds matches; random models also fall into loops lookup can follow
 PROMPT = [5, 17, 42, 99, 123, 7, 5, 17, 42, 99, 123, 7, 5, 17, 42, 61, 250, 88, 5, 17]

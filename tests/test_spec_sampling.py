@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from conftest import make_tiny_checkpoint
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import Drafter, Proposal

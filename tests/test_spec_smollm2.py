@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_spec_support import install_echo_plugin, uninstall_echo_plugin
+
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import build_drafter
-from test_spec_support import install_echo_plugin, uninstall_echo_plugin
 
 PASSAGE = ("def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n"
            "for i in range(10):\n    print(i, fibonacci(i))\n")

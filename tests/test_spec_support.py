@@ -143,6 +143,7 @@ def install_echo_plugin(where: str) -> str:
     import sys
 
     import tomllib
+
     from ninfer import plugins
 
     with open(os.path.join(ECHO_FIXTURE, "pyproject.toml"), "rb") as f:

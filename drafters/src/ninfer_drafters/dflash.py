@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import torch
+
 from ninfer.drafting import DraftContext, Drafter, Proposal
 from ninfer.errors import NinferError
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
 from ninfer.errors import NinferError
 
 
@@ -119,19 +120,27 @@ class DFlashModel:
             q = self.norm(self.lin(x, f"{p}.self_attn.q_proj").view(B, self.hq, self.d), f"{p}.self_attn.q_norm")
             k, v = self._kv(x, i, positions)
             q, _ = self.ops.rope(q, k[:, :1], positions, self.cos_sin)
-            keys = torch.cat([self.k_ctx[i][:S], k]).float()  # [S+B, hk, d]
-            vals = torch.cat([self.v_ctx[i][:S], v]).float()
-            g = self.hq // self.hk
-            s = torch.einsum("thgd,lhd->hgtl", q.float().view(B, self.hk, g, self.d), keys) * self.d ** -0.5
-            visible = torch.ones(B, S + B, dtype=torch.bool, device=h.device)
-            if self.causal:
-                visible &= key_pos[None, :] <= positions[:, None]
-            if self.windows[i] is not None:
-                gap = positions[:, None] - key_pos[None, :]
-                visible &= (gap < self.windows[i]) & (-gap < self.windows[i])
-            s = s.masked_fill(~visible, float("-inf"))
-            o = torch.einsum("hgtl,lhd->thgd", torch.softmax(s, dim=-1), vals).reshape(B, self.hq * self.d)
-            o = self.lin(o.to(h.dtype), f"{p}.self_attn.o_proj")
+            # the block's keys/values go in the cache's scratch rows after the context (overwritten
+            # by the next add_context), so attention reads one contiguous window without a copy
+            self.k_ctx[i][S: S + B] = k
+            self.v_ctx[i][S: S + B] = v
+            win = self.windows[i]
+            lo = max(0, S - win + 1) if win is not None else 0  # older keys are outside every query's window
+            keys, vals = self.k_ctx[i][lo: S + B], self.v_ctx[i][lo: S + B]  # [L, hk, d]
+            kp = key_pos[lo:]
+            mask = None
+            if self.causal or win is not None:
+                visible = torch.ones(B, S + B - lo, dtype=torch.bool, device=h.device)
+                if self.causal:
+                    visible &= kp[None, :] <= positions[:, None]
+                if win is not None:
+                    gap = positions[:, None] - kp[None, :]
+                    visible &= (gap < win) & (-gap < win)
+                mask = visible[None]  # [1, B, L] broadcast over heads
+            o = F.scaled_dot_product_attention(q.transpose(0, 1), keys.transpose(0, 1), vals.transpose(0, 1),
+                                               attn_mask=mask, enable_gqa=True)  # [hq, B, d]
+            o = o.transpose(0, 1).reshape(B, self.hq * self.d)
+            o = self.lin(o, f"{p}.self_attn.o_proj")
             if self.v2:
                 o = self._conv_finish(o, dyn, f"{p}.attention_conv")
             h = h + o

@@ -8,9 +8,10 @@ very effective when the answer quotes its context (code edits, summaries, RAG).
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
 from ninfer.drafting import DraftContext, Drafter, Proposal
 from ninfer.errors import NinferError
-from numpy.lib.stride_tricks import sliding_window_view
 
 
 def find_continuation(seq: np.ndarray, n: int, k: int) -> list[int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+
 from ninfer.drafting import DraftContext, Drafter, Proposal
 from ninfer.engine.context import ForwardContext
 from ninfer.errors import NinferError
