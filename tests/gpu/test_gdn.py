@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+
 from conftest import backend_dtypes, poison_allocator, rel_l2
 from ninfer.ops import DeviceSpec, resolve
 from ninfer.reference import gdn as ref

@@ -9,6 +9,7 @@ import functools
 import pytest
 import random_model as rm
 import torch
+
 from conftest import backend_dtypes, rel_l2
 
 E2E_TOL = 2e-2  # bf16/fp16 end to end over several layers, against float32

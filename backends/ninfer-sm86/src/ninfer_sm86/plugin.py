@@ -1,6 +1,7 @@
 """Registers the sm86 backend and its kernels with ninfer."""
 
 import torch
+
 from ninfer.hookspecs import hookimpl
 from ninfer.kernels.ops import op_impls
 

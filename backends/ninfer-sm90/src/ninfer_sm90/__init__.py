@@ -7,6 +7,7 @@ headers in ``ninfer/kernels/include``; it is compiled with NVRTC for the exact G
 from pathlib import Path
 
 import torch
+
 from ninfer.backends import Backend
 from ninfer.kernels.library import KernelLibrary
 
