@@ -70,6 +70,9 @@ class _TargetHidden:
         self.runner = runner
         self.want = drafter.uses_hidden or bool(drafter.target_layers)
         self.taps = LayerTaps(runner.model, drafter.target_layers) if drafter.target_layers else None
+        # the final hidden states are kept only for drafters that read them (the last tapped layer's
+        # output is the final hidden state): a long prompt's states are large
+        self.keep_final = drafter.uses_hidden or (len(runner.model.layers) - 1) in drafter.target_layers
         self.start, self.post, self.pre, self.layers = 0, None, None, {}
 
     def prefill(self, ids: list[int]) -> torch.Tensor:
@@ -81,13 +84,15 @@ class _TargetHidden:
         post, pre = [], []
         with torch.inference_mode():
             for i in range(0, len(ids), r.prefill_chunk):
-                post.append(r.forward(ids[i: i + r.prefill_chunk], "prefill"))
-                pre.append(r.last_ctx.hidden_pre_norm)
-            self.post, self.pre = torch.cat(post), torch.cat(pre)
-            r.last_hidden = self.post[-1:]
+                h = r.forward(ids[i: i + r.prefill_chunk], "prefill")
+                if self.keep_final:
+                    post.append(h)
+                    pre.append(r.last_ctx.hidden_pre_norm)
+            r.last_hidden = h[-1:]
+            self.post, self.pre = (torch.cat(post), torch.cat(pre)) if self.keep_final else (None, None)
             self.start = 0
             self._take_layers(len(ids))
-            return r.model.logits(self.post[-1:])[0]
+            return r.model.logits(h[-1:])[0]
 
     def _take_layers(self, keep: int) -> None:
         if self.taps is None:
@@ -112,8 +117,9 @@ class _TargetHidden:
             return
         r = self.runner
         self.start = start
-        self.post = r.last_hidden[:keep]
-        self.pre = r.last_ctx.hidden_pre_norm[:keep].clone()  # a graph's static buffer is reused by the next replay
+        if self.keep_final:
+            self.post = r.last_hidden[:keep]
+            self.pre = r.last_ctx.hidden_pre_norm[:keep].clone()  # a graph's static buffer is reused by the next replay
         self._take_layers(keep)
 
 
