@@ -4,8 +4,8 @@ For each backend that runs here, each op (conv1d update, gated delta rule, its v
 output norm) at decode (T=1) and verify (T=16) widths: the median time per call over CUDA-event-timed
 repeats of a CUDA graph holding CALLS calls (as the engine runs them: no Python in the timing), for
 the backend's kernel and for the reference op, and the kernel's bytes moved per second as a fraction
-of the measured device copy bandwidth. One more row times the token-by-token kernel over a 2048-token
-prefill against the reference's chunked form, which prefill runs today.
+of the measured device copy bandwidth. One more row times prefill's gdn_chunked over 2048 tokens (the
+backend serves it with the token-by-token kernel) against the reference's chunked form.
 
     python bench/gdn_kernels.py [--backend sm90] [--json]
 """
@@ -92,8 +92,8 @@ def cases(dtype: torch.dtype):
         yield ("gdn_recurrent",) * 2 + (T, lambda T=T: gdn_args(T), 2 * state + io(T))
         yield ("gdn_recurrent_states",) * 2 + (T, lambda T=T: gdn_args(T), (1 + T) * state + io(T))
         yield ("rms_norm_gated",) * 2 + (T, lambda T=T: norm_args(T), 3 * T * VW * es + D * es)
-    # prefill: the token-by-token kernel against the reference's chunked form (what prefill runs now)
-    yield "gdn_recurrent", "gdn_chunked", 2048, lambda: gdn_args(2048), 2 * state + io(2048)
+    # prefill: the backend's gdn_chunked (the token-by-token kernel) against the reference's chunked form
+    yield "gdn_chunked", "gdn_chunked", 2048, lambda: gdn_args(2048), 2 * state + io(2048)
 
 
 def run(backends: list[str]) -> list[dict]:

@@ -21,7 +21,7 @@ from ninfer.reference import ops as ref_ops
 HK, H, D, K = 16, 48, 128, 4  # Qwen3.5-27B linear attention
 QK, VW = HK * D, H * D
 C = 2 * QK + VW  # 10240 conv channels: q | k | v
-GDN_OPS = ("causal_conv1d_update", "gdn_recurrent", "gdn_recurrent_states", "rms_norm_gated")
+GDN_OPS = ("causal_conv1d_update", "gdn_recurrent", "gdn_recurrent_states", "gdn_chunked", "rms_norm_gated")
 
 
 def tol(dtype: torch.dtype) -> float:
@@ -109,19 +109,18 @@ def test_causal_conv1d_update(backend, kernels_only, T, bias):
         assert torch.equal(window, before), "the op modified its input conv window"
 
 
-def check_gdn(ops, T, dtype, keep_all: bool, fresh: bool = False):
+def check_gdn(ops, T, dtype, op: str, fresh: bool = False):
+    keep_all = op == "gdn_recurrent_states"
     q, k, v, g, beta = layer_inputs(T, dtype)
     s0 = None if fresh else randn(H, D, D, scale=0.5)  # [H, Dk, Dv] fp32
     before = None if fresh else s0.clone()
     poison_allocator()
-    op = ops.gdn_recurrent_states if keep_all else ops.gdn_recurrent
-    o, s = op(q, k, v, g, beta, s0)
-    reference = ref.gdn_recurrent_states if keep_all else ref.gdn_recurrent
-    want = reference(*upcast(q, k, v), g, beta.float(), s0)
+    o, s = getattr(ops, op)(q, k, v, g, beta, s0)
+    want = getattr(ref, op)(*upcast(q, k, v), g, beta.float(), s0)
     assert o.shape == (T, H, D) and o.dtype == dtype and s.dtype == torch.float32
     assert s.shape == ((T, H, D, D) if keep_all else (H, D, D))
     err_o, err_s = rel_l2(o, want[0]), rel_l2(s, want[1])
-    what = f"{'gdn_recurrent_states' if keep_all else 'gdn_recurrent'} {dtype} T={T}"
+    what = f"{op} {dtype} T={T}"
     assert err_o < tol(dtype), f"{what}: o relative L2 error {err_o:.2e}"
     assert err_s < 1e-5, f"{what}: state relative L2 error {err_s:.2e}"
     if before is not None:
@@ -132,20 +131,28 @@ def check_gdn(ops, T, dtype, keep_all: bool, fresh: bool = False):
 def test_gdn_recurrent(backend, kernels_only, T):
     ops = gdn_ops(backend)
     for dtype in dtypes(backend):
-        check_gdn(ops, T, dtype, keep_all=False)
+        check_gdn(ops, T, dtype, "gdn_recurrent")
 
 
 def test_gdn_recurrent_from_zero_state(backend, kernels_only):
     ops = gdn_ops(backend)
     for dtype in dtypes(backend):
-        check_gdn(ops, 3, dtype, keep_all=False, fresh=True)
+        check_gdn(ops, 3, dtype, "gdn_recurrent", fresh=True)
 
 
 @pytest.mark.parametrize("T", [1, 5, 16])
 def test_gdn_recurrent_states(backend, kernels_only, T):
     ops = gdn_ops(backend)
     for dtype in dtypes(backend):
-        check_gdn(ops, T, dtype, keep_all=True)
+        check_gdn(ops, T, dtype, "gdn_recurrent_states")
+
+
+@pytest.mark.parametrize("T", [7, 64, 300])
+def test_gdn_chunked_prefill(backend, kernels_only, T):
+    """Prefill's op, served by the token-by-token kernel, against the reference's chunked form."""
+    ops = gdn_ops(backend)
+    for dtype in dtypes(backend):
+        check_gdn(ops, T, dtype, "gdn_chunked")
 
 
 @pytest.mark.parametrize("T", [1, 16])

@@ -24,7 +24,7 @@ def ninfer_register_backends(register):
 @hookimpl
 def ninfer_register_ops(register):
     for impl in _impls({"rms_norm", "rms_norm_gated", "rope", "silu_mul", "write_kv", "argmax",
-                        "causal_conv1d_update", "gdn_recurrent", "gdn_recurrent_states"}):
+                        "causal_conv1d_update", "gdn_recurrent", "gdn_recurrent_states", "gdn_chunked"}):
         register(impl)
 
 

@@ -1,13 +1,15 @@
 """Launchers for the Gated DeltaNet decode/verify kernels (``include/ninfer/gdn_kernels.cuh``).
 
-``causal_conv1d_update``, ``gdn_recurrent`` and ``gdn_recurrent_states`` meet the reference ops of
+``causal_conv1d_update``, ``gdn_recurrent``, ``gdn_recurrent_states`` and ``gdn_chunked`` meet the reference ops of
 ``ninfer.reference.gdn`` exactly: same arguments, same results, fresh outputs, inputs never modified
 (a verify forward reads the conv window and state it passed in after the op, in
 ``kv.recurrent.RecurrentState.commit_verify``). The kernels themselves allow the new state to alias
 the old one, should the contract gain an in-place form. Whatever a kernel was not written for (another
 head dim or conv width, mixed dtypes, CPU tensors, heads not contiguous) goes to the reference op.
-Prefill's ``gdn_chunked`` stays on the reference. Nothing here syncs with the host, so CUDA graphs
-capture it. ``rms_norm_gated`` (the output norm) is served by ``ops.py``.
+Prefill's ``gdn_chunked`` runs the same token-by-token kernel (one launch, the state in registers
+throughout) instead of the reference's chunk-by-chunk torch ops, whose launches dominate at prefill
+sizes; a true chunked kernel is future work. ``causal_conv1d_prefill`` stays on the reference.
+Nothing here syncs with the host, so CUDA graphs capture it. ``rms_norm_gated`` (the output norm) is served by ``ops.py``.
 """
 
 from __future__ import annotations
@@ -99,5 +101,10 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
             return ref.gdn_recurrent_states(q, k, v, g, beta, initial_state)
         return _recurrent(q, k, v, g, beta, initial_state, keep_all=True)
 
+    def gdn_chunked(q, k, v, g, beta, initial_state=None, chunk_size=64):
+        if not _fits(q, k, v, g, beta, initial_state):
+            return ref.gdn_chunked(q, k, v, g, beta, initial_state, chunk_size)
+        return _recurrent(q, k, v, g, beta, initial_state, keep_all=False)  # chunk_size: reference only
+
     return {"causal_conv1d_update": causal_conv1d_update, "gdn_recurrent": gdn_recurrent,
-            "gdn_recurrent_states": gdn_recurrent_states}
+            "gdn_recurrent_states": gdn_recurrent_states, "gdn_chunked": gdn_chunked}
