@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_spec_support import add_mtp, write_dflash
 
 from conftest import make_tiny_checkpoint
 from ninfer import LLM, SamplingParams
-from ninfer.drafting import Drafter, Proposal
+from ninfer.drafting import Drafter, Proposal, build_drafter
 from ninfer.engine.runner import ModelRunner
 from ninfer.engine.sampler import Sampler
 from ninfer.engine.speculative import accept
@@ -150,33 +151,68 @@ def tiny_llama(tmp_path_factory):
     torch.set_num_threads(1)  # tiny matrices: one thread is faster on a busy machine
     path = str(tmp_path_factory.mktemp("llama") / "model")
     make_tiny_checkpoint("llama", path, seed=11)
-    yield LLM(path, progress=False, max_context=64)
+    add_mtp(path, seed=12)
+    write_dflash(f"{path}/dflash", path, [0, 1], seed=13)
+    llm = LLM(path, progress=False, max_context=64)
+    yield llm, {}
     torch.set_num_threads(n)
 
 
-def test_speculative_sampling_matches_plain_sampling_end_to_end(tiny_llama):
-    llm = tiny_llama
-    prompt = [10, 20, 30, 40, 50]
-    n = 300
+PROMPT = [10, 20, 30, 40, 50]
+N = 300
 
-    def sample(drafter):
-        llm.drafter = drafter
-        seqs, stats = [], {"drafted_tokens": 0, "accepted_tokens": 0}
+
+def _sample(llm, drafter):
+    llm.drafter = drafter
+    seqs, stats = [], {"drafted_tokens": 0, "accepted_tokens": 0}
+    try:
+        for seed in range(N):
+            o = llm.generate(PROMPT, SamplingParams(temperature=1.0, top_k=3, max_tokens=4, seed=seed,
+                                                    ignore_eos=True))
+            seqs.append(tuple(o.token_ids))
+            for k in stats:
+                stats[k] += o.stats.get(k, 0)
+    finally:
+        llm.drafter = None
+    return seqs, stats
+
+
+@pytest.mark.parametrize("spec", ["hot-self", "mtp:2", "dflash"])
+def test_speculative_sampling_matches_plain_sampling_end_to_end(tiny_llama, spec):
+    """hot-self drafts well (both acceptance and rejection happen often); the random-weight MTP and
+    DFlash heads draft by sampling their own distributions q, which must not bias the output either."""
+    llm, cache = tiny_llama
+    if "plain" not in cache:
+        cache["plain"] = _sample(llm, None)[0]
+    plain = cache["plain"]
+    drafter = SampledDraft(llm) if spec == "hot-self" else build_drafter(spec, llm)
+    spec_seqs, st = _sample(llm, drafter)
+    print(f"{spec}: drafted {st['drafted_tokens']}, accepted {st['accepted_tokens']}")
+    assert st["drafted_tokens"] > 0
+    if spec == "hot-self":
+        assert 0 < st["accepted_tokens"] < st["drafted_tokens"]
+    for pos in range(4):
+        assert homogeneity([s[pos] for s in plain], [s[pos] for s in spec_seqs]) > 1e-3
+    assert homogeneity([s[:2] for s in plain], [s[:2] for s in spec_seqs]) > 1e-3  # a joint distribution
+
+
+def test_model_drafters_sample_their_drafts_when_the_request_samples(tiny_llama):
+    """For temperature > 0 the MTP and DFlash drafts come with the distribution they were drawn from."""
+    llm, _ = tiny_llama
+    for spec in ("mtp:2", "dflash"):
+        d = build_drafter(spec, llm)
+        seen = []
+        inner = d.propose
+        d.propose = lambda ctx, inner=inner, seen=seen: seen.append(inner(ctx)) or seen[-1]
+        llm.drafter = d
         try:
-            for seed in range(n):
-                o = llm.generate(prompt, SamplingParams(temperature=1.0, top_k=3, max_tokens=4, seed=seed,
-                                                        ignore_eos=True))
-                seqs.append(tuple(o.token_ids))
-                for k in stats:
-                    stats[k] += o.stats.get(k, 0)
+            llm.generate(PROMPT, SamplingParams(temperature=0.7, max_tokens=3, seed=1, ignore_eos=True))
+            assert seen and all(p.probs is not None and len(p.probs) == len(p.tokens) for p in seen)
+            for p in seen:
+                for t, q in zip(p.tokens, p.probs):
+                    assert abs(float(q.sum()) - 1) < 1e-4 and float(q[t]) > 0
+            seen.clear()
+            llm.generate(PROMPT, SamplingParams(temperature=0, max_tokens=3, ignore_eos=True))
+            assert seen and all(p.probs is None for p in seen)  # greedy: deterministic drafts
         finally:
             llm.drafter = None
-        return seqs, stats
-
-    plain, _ = sample(None)
-    spec, st = sample(SampledDraft(llm))
-    print(f"drafted {st['drafted_tokens']}, accepted {st['accepted_tokens']}")
-    assert 0 < st["accepted_tokens"] < st["drafted_tokens"]  # both acceptance and rejection happened
-    for pos in range(4):
-        assert homogeneity([s[pos] for s in plain], [s[pos] for s in spec]) > 1e-3
-    assert homogeneity([s[:2] for s in plain], [s[:2] for s in spec]) > 1e-3  # a joint distribution

@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from ninfer.drafting import DraftContext, Drafter, Proposal
+from ninfer.drafting import DraftContext, Drafter, DraftSampler, Proposal
 from ninfer.errors import NinferError
 
 from .dflash_model import DFlashModel
@@ -64,9 +64,11 @@ class DFlashDrafter(Drafter):
         self.k = int(options.get("k") or (arg if arg and arg.isdigit() else m.block_size - 1))
         self.target = llm.model
         self.path = path
+        self.picker = None
 
     def reset(self) -> None:
         self.model.n_ctx = 0
+        self.picker = None
 
     @torch.inference_mode()
     def propose(self, context: DraftContext) -> Proposal:
@@ -82,6 +84,12 @@ class DFlashDrafter(Drafter):
         embeds = m.ops.embedding(block, self.target.embed_tokens) * m.embed_scale  # [k+1, H]
         hidden = m.block_hidden(embeds)[1:]  # [k, H]: positions 1..k predict the drafted tokens
         logits = m.logits(hidden, self.target.lm_head)
-        if m.v2:
+        if m.v2:  # the selector's path is deterministic: a one-hot draft for rejection sampling
             return Proposal(m.select(hidden, logits, seq[-1]), None, self.name)
-        return Proposal(logits.argmax(dim=-1).tolist(), None, self.name)
+        if self.picker is None or self.picker.params is not context.params:
+            self.picker = DraftSampler(context.params, logits.device)
+        if self.picker.sampler is None:
+            return Proposal(logits.argmax(dim=-1).tolist(), None, self.name)
+        # one pass drafts every position independently, so each token is drawn from its own row
+        picks = [self.picker.pick(row) for row in logits]
+        return Proposal([t for t, _ in picks], [q for _, q in picks], self.name)

@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from ninfer.drafting import DraftContext, Drafter, Proposal
+from ninfer.drafting import DraftContext, Drafter, DraftSampler, Proposal
 from ninfer.engine.context import ForwardContext
 from ninfer.errors import NinferError
 from ninfer.kv.paged import PagedKVCache, SequenceKV
@@ -77,6 +77,7 @@ class MTPDrafter(Drafter):
         self.seq = SequenceKV(self.kv, llm.max_context, llm.device)
         self.cos_sin = runner.cos_sin
         self.device = llm.device
+        self.picker = None
 
     def _load(self, llm) -> None:
         """Take the head's tensors from the model's kept ``mtp.*`` weights, else from the checkpoint."""
@@ -100,6 +101,7 @@ class MTPDrafter(Drafter):
 
     def reset(self) -> None:
         self.seq.free()
+        self.picker = None
 
     def _step(self, h: torch.Tensor, next_ids: list[int], start: int) -> torch.Tensor:
         """Run the head over positions start.. ; h: [n, H] target hidden, next_ids: n tokens -> [n, H]."""
@@ -125,13 +127,18 @@ class MTPDrafter(Drafter):
             return Proposal([], None, self.name)
         # cache entries past s were speculative (chained) or are stale: recompute from s on
         out = self._step(h, seq[s + 1:], s)[-1:]  # pairs (h_t, x_{t+1}) for t = s .. L-2
+        if self.picker is None or self.picker.params is not context.params:
+            self.picker = DraftSampler(context.params, self.device)
         tokens: list[int] = []
+        qs: list = []
         pos = len(seq) - 1
         while True:
             normed = self.head.norm(out)
-            tokens.append(int(self.target.logits(normed)[0].argmax()))
+            t, q = self.picker.pick(self.target.logits(normed)[0])
+            tokens.append(t)
+            qs.append(q)
             if len(tokens) == k:
-                return Proposal(tokens, None, self.name)
+                return Proposal(tokens, qs if q is not None else None, self.name)
             chained = normed if self.hidden_kind == "post" else out
             out = self._step(chained, [tokens[-1]], pos)
             pos += 1

@@ -103,6 +103,31 @@ class Drafter:
                               f"{cast.__name__}.") from None
 
 
+class DraftSampler:
+    """How a model drafter picks its tokens for one request: argmax for greedy requests; for sampled
+    ones a draw from the request's own distribution (temperature, top-k/p, min-p) of the draft
+    logits, returning that distribution as q, which raises acceptance (sum of min(p, q)) over a
+    one-hot draft. Its generator is seeded apart from the target sampler's."""
+
+    def __init__(self, params, device):
+        import dataclasses
+
+        from .engine.sampler import Sampler
+
+        self.params = params
+        self.sampler = None
+        if params is not None and not params.greedy:
+            seed = None if params.seed is None else params.seed + 0x5EED
+            self.sampler = Sampler(dataclasses.replace(params, seed=seed), device)
+
+    def pick(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None]:
+        """logits [V] -> (token, q [V] or None for a deterministic pick)."""
+        if self.sampler is None:
+            return int(logits.argmax()), None
+        q = self.sampler.probs(logits.float())
+        return self.sampler.draw(q), q
+
+
 def as_proposal(result, default_source: str) -> Proposal:
     """Normalise what ``propose`` returned (a list of ids, a Proposal, or None)."""
     if result is None:
