@@ -16,7 +16,8 @@ from typing import Iterator
 import torch
 
 from ..config.sampling import SamplingParams
-from ..drafting import DraftContext, LayerTaps, as_proposal
+from ..drafting import DraftContext, as_proposal
+from ..errors import NinferError
 from .cuda_graph import MAX_WIDTH
 from .generate import Chunk, OutputTracker, _sync, check_prompt, finish_stats, new_stats
 from .sampler import Sampler, top_logprobs
@@ -63,13 +64,55 @@ def accept(logits: torch.Tensor, draft: list[int], q_rows: list, sampler: Sample
     raise AssertionError("unreachable")
 
 
+class LayerTaps:
+    """Copies the outputs of chosen decoder layers into persistent buffers during every target forward
+    (for DFlash-style drafters). The copy is a device op, so CUDA graphs capture and replay it."""
+
+    class _Tap:
+        def __init__(self, layer, index: int, buffers: dict):
+            self.__dict__.update(_inner=layer, _index=index, _buffers=buffers)
+
+        def __call__(self, x, ctx):
+            y = self._inner(x, ctx)
+            buf = self._buffers[self._index]
+            if y.shape[0] > buf.shape[0]:  # only eager forwards longer than a prefill chunk get here
+                self._buffers.setdefault("retired", []).append(buf)  # a captured graph may still write it
+                buf = self._buffers[self._index] = buf.new_empty(y.shape)
+            buf[: y.shape[0]].copy_(y)
+            return y
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    def __init__(self, runner, layers: tuple[int, ...]):
+        model = runner.model
+        if not hasattr(model, "_layer_tap_buffers"):
+            model._layer_tap_buffers = {}
+        self.buffers = model._layer_tap_buffers  # shared by every tap of the model
+        n = len(model.layers)
+        for i in layers:
+            if not 0 <= i < n:
+                raise NinferError(f"The drafter reads target layer {i} but the model has {n} layers; "
+                                  "use a draft checkpoint made for this model.")
+            if i not in self.buffers:  # [rows, H]: allocated before any graph capture, never inside one
+                self.buffers[i] = torch.zeros(max(runner.prefill_chunk, 64), runner.cfg.hidden_size,
+                                              dtype=runner.dtype, device=runner.device)
+            if not isinstance(model.layers[i], LayerTaps._Tap):
+                model.layers[i] = LayerTaps._Tap(model.layers[i], i, self.buffers)
+        self.layers = layers
+
+    def take(self, rows: int) -> dict[int, torch.Tensor]:
+        """The tapped outputs of the last forward (its first ``rows`` rows): layer -> [rows, H]."""
+        return {i: self.buffers[i][:rows].clone() for i in self.layers}
+
+
 class _TargetHidden:
     """Captures, per target forward, what hidden-state drafters read."""
 
     def __init__(self, runner, drafter):
         self.runner = runner
         self.want = drafter.uses_hidden or bool(drafter.target_layers)
-        self.taps = LayerTaps(runner.model, drafter.target_layers) if drafter.target_layers else None
+        self.taps = LayerTaps(runner, drafter.target_layers) if drafter.target_layers else None
         # the final hidden states are kept only for drafters that read them (the last tapped layer's
         # output is the final hidden state): a long prompt's states are large
         self.keep_final = drafter.uses_hidden or (len(runner.model.layers) - 1) in drafter.target_layers
@@ -81,35 +124,30 @@ class _TargetHidden:
         if not self.want:
             return r.prefill(ids)
         r.reset()
-        post, pre = [], []
+        post, pre, layers = [], [], []
         with torch.inference_mode():
             for i in range(0, len(ids), r.prefill_chunk):
-                h = r.forward(ids[i: i + r.prefill_chunk], "prefill")
+                chunk = ids[i: i + r.prefill_chunk]
+                h = r.forward(chunk, "prefill")
                 if self.keep_final:
                     post.append(h)
                     pre.append(r.last_ctx.hidden_pre_norm)
+                if self.taps is not None:
+                    layers.append(self.taps.take(len(chunk)))
             r.last_hidden = h[-1:]
             self.post, self.pre = (torch.cat(post), torch.cat(pre)) if self.keep_final else (None, None)
             self.start = 0
-            self._take_layers(len(ids))
+            if self.taps is not None:
+                self._set_layers({i: torch.cat([c[i] for c in layers]) for i in self.taps.layers}, len(ids))
             return r.model.logits(h[-1:])[0]
 
-    def _take_layers(self, keep: int) -> None:
-        if self.taps is None:
-            return
-        got = self.taps.take()
-        last = len(self.runner.model.layers) - 1
+    def _set_layers(self, got: dict, keep: int) -> None:
+        last = len(self.runner.model.layers) - 1  # its output, as transformers reports it, is after the norm
         self.layers = {i: (self.post if i == last else got[i])[:keep] for i in self.taps.layers}
 
     def verify(self, tokens: list[int]) -> torch.Tensor:
-        """The target forward over [last, drafts]: logits [k+1, V]. A CUDA-graph replay does not run
-        Python, so the layer taps would record nothing: drafters that read layers go eager."""
-        r = self.runner
-        if self.taps is None or getattr(r, "graphs", None) is None:
-            return r.verify(tokens)
-        with torch.inference_mode():
-            r.last_hidden = r.forward(tokens, "verify")
-            return r.model.logits(r.last_hidden)
+        """The target forward over [last, drafts]: logits [k+1, V] (CUDA graphs replay the taps' copies)."""
+        return self.runner.verify(tokens)
 
     def after_verify(self, start: int, keep: int) -> None:
         """The verify forward ran positions start..; the first ``keep`` rows are now committed."""
@@ -120,7 +158,8 @@ class _TargetHidden:
         if self.keep_final:
             self.post = r.last_hidden[:keep]
             self.pre = r.last_ctx.hidden_pre_norm[:keep].clone()  # a graph's static buffer is reused by the next replay
-        self._take_layers(keep)
+        if self.taps is not None:
+            self._set_layers(self.taps.take(r.last_hidden.shape[0]), keep)
 
 
 def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
@@ -132,14 +171,6 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
     stats.update(drafted_tokens=0, accepted_tokens=0, drafters={})
     drafter.reset()
     target = _TargetHidden(runner, drafter)
-    try:
-        yield from _loop(runner, prompt_ids, params, drafter, sampler, out, stats, limit, target)
-    finally:
-        if target.taps is not None:
-            target.taps.stop()
-
-
-def _loop(runner, prompt_ids, params, drafter, sampler, out, stats, limit, target) -> Iterator[Chunk]:
     llm = getattr(drafter, "llm", None)
     vocab = runner.cfg.vocab_size
 
