@@ -99,6 +99,8 @@ class LayerTaps:
                                               dtype=runner.dtype, device=runner.device)
             if not isinstance(model.layers[i], LayerTaps._Tap):
                 model.layers[i] = LayerTaps._Tap(model.layers[i], i, self.buffers)
+                if getattr(runner, "graphs", None) is not None:  # graphs captured before lack the copy
+                    runner.graphs = type(runner.graphs)(runner)
         self.layers = layers
 
     def take(self, rows: int) -> dict[int, torch.Tensor]:
