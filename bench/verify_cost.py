@@ -74,6 +74,61 @@ def measure(runner, widths: list[int], ctx: int, reps: int, warmup: int, seed: i
     return rows
 
 
+class _IdsTokenizer:
+    """Just enough tokenizer for the generation loop on a random model: ids as text."""
+
+    eos_token_ids: set = set()
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(str(i) for i in ids)
+
+
+def lossless_check(runner, n_new: int = 48) -> dict:
+    """Greedy speculative output equals plain greedy output on this device (CUDA graphs, KV and
+    recurrent-state rollback included): an oracle drafter proposes the plain output's next 5 tokens with
+    the 4th one wrong, so every step accepts 3 and rolls back 2; lookup runs as it would for a user."""
+    from ninfer.config.sampling import SamplingParams
+    from ninfer.drafting import Drafter
+    from ninfer.engine.generate import generate_stream
+
+    try:
+        from ninfer_drafters.lookup import LookupDrafter
+    except ImportError:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "drafters", "src"))
+        from ninfer_drafters.lookup import LookupDrafter
+
+    gen = torch.Generator().manual_seed(1)
+    pattern = torch.randint(0, runner.cfg.vocab_size, (24,), generator=gen).tolist()
+    prompt = pattern * 3
+    params = SamplingParams(temperature=0, max_tokens=n_new, ignore_eos=True)
+
+    def run(drafter):
+        ids, stats = [], None
+        for c in generate_stream(runner, _IdsTokenizer(), prompt, params, set(), drafter=drafter):
+            ids += c.token_ids
+            stats = c.stats or stats
+        return ids, stats
+
+    plain, _ = run(None)
+
+    class SpoiledOracle(Drafter):
+        name = "spoiled-oracle"
+
+        def propose(self, context):
+            done = len(context.token_ids) - len(prompt)
+            chain = plain[done: done + 5][: context.max_tokens]
+            if len(chain) > 3:
+                chain[3] = (chain[3] + 1) % runner.cfg.vocab_size
+            return chain
+
+    out = {}
+    for name, drafter in (("oracle", SpoiledOracle()), ("lookup", LookupDrafter(arg="15", min="1"))):
+        ids, st = run(drafter)
+        out[name] = {"equal": ids == plain, "tokens_per_step": st["generated_tokens"] / (st["verify_steps"] + 1),
+                     "accepted": st["accepted_tokens"], "drafted": st["drafted_tokens"]}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default="qwen3.5-27b")
@@ -85,6 +140,7 @@ def main():
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--no-check", action="store_true", help="skip the greedy lossless check")
     a = ap.parse_args()
     from ninfer.backends import choose_backend
 
@@ -114,6 +170,16 @@ def main():
             be = f"{r['break_even_accepted']:.2f}" if r["break_even_accepted"] is not None else "-"
             print(f"{r['width']:>5} {r['ms']:>9.3f} {ratio:>10} {be:>25}")
         out["results"][shape] = rows
+        if not a.no_check:
+            try:
+                check = lossless_check(runner)
+            except Exception as e:
+                import traceback
+
+                traceback.print_exc()
+                check = {"error": f"{type(e).__name__}: {e}"}
+            print(f"lossless check (greedy speculative == plain): {check}")
+            out.setdefault("lossless", {})[shape] = check
         del runner, weights
         if device.type == "cuda":
             torch.cuda.empty_cache()
