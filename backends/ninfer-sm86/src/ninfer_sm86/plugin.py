@@ -3,6 +3,7 @@
 import torch
 
 from ninfer.hookspecs import hookimpl
+from ninfer.kernels.fused import FUSED_OPS
 from ninfer.kernels.ops import op_impls
 
 from . import LIBRARY, Sm86Backend
@@ -25,6 +26,8 @@ def ninfer_register_backends(register):
 def ninfer_register_ops(register):
     for impl in _impls({"rms_norm", "rms_norm_gated", "rope", "silu_mul", "write_kv", "argmax",
                         "causal_conv1d_update", "gdn_recurrent", "gdn_recurrent_states", "gdn_chunked"}):
+        register(impl)
+    for impl in _impls(FUSED_OPS):  # drop a name from FUSED_OPS to serve that op by the reference
         register(impl)
 
 

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..reference import ops as ref
+from .fused import fusion_enabled
 from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
 
 DECODE_MAX_TOKENS = 16
@@ -50,6 +51,18 @@ def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
 
 def make_paged_attention(lib: KernelLibrary):
     warps = lib.tuning("NINFER_ATTN_WARPS", 4)
+    # The split kernel's last block per (kv head, row chunk) merges the splits (no combine launch) while
+    # the splits fit its shared weights; NINFER_FUSED=0 keeps the separate combine kernel (A/B).
+    combine_in_split = fusion_enabled("attention_merge")
+    counters: dict[int, torch.Tensor] = {}  # device -> int32 split counters, zero between launches
+
+    def split_counters(device, n: int):
+        c = counters.get(device.index)
+        if c is None or c.numel() < n:
+            if torch.cuda.is_current_stream_capturing():
+                return None  # allocated on an eager step; a graph must not own it
+            c = counters[device.index] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        return c
 
     def paged_attention(q, k_cache, v_cache, block_table, positions, scale):
         T, Hq, D = q.shape
@@ -72,7 +85,14 @@ def make_paged_attention(lib: KernelLibrary):
         part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
         rows = T * (Hq // Hk)
+        chunks = (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
         mod = lib.module(q.device)
+        ctr = split_counters(q.device, Hk * chunks) if combine_in_split and S <= MAX_SPLIT else None
+        if ctr is not None:
+            mod[f"attention_split_combine_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt,
+                                                     pos.contiguous(), part_o, part_ml, T, Hq, Hk, bs, S, C,
+                                                     q.stride(0), float(scale), out, ctr)
+            return out
         mod[f"attention_split_{s}_d{D}"]((Hk, S, (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK), (warps * 32,),
                                          q, k_cache, v_cache, bt, pos.contiguous(), part_o, part_ml, T, Hq, Hk,
                                          bs, S, C, q.stride(0), float(scale))

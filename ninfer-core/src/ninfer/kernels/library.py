@@ -19,6 +19,7 @@ DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
 GEMV_WIDTHS = (1, 2, 4, 8, 16)  # tokens per pass over the weights
 GEMV_SPLITS = (2, 4)  # warps sharing one row in the split-K decode GEMV
 ATTN_HEAD_DIMS = (64, 128, 256)
+FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1")  # fused.cuh, per dtype
 GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128")  # gdn_kernels.cuh, per dtype and f32
 
 
@@ -26,7 +27,8 @@ def _family_names(suffix: str) -> list[str]:
     names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "attention_combine")]
-    names += [f"attention_split_{suffix}_d{d}" for d in ATTN_HEAD_DIMS]
+    names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "_combine")]
+    names += [f"{op}_{suffix}" for op in FUSED_KERNELS]
     names += [n.format(s=suffix) for n in GDN_KERNELS]
     return names
 

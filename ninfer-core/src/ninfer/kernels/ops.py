@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from ..ops import DeviceSpec, OpImpl
 from ..reference import ops as ref
 from .attention import make_paged_attention
+from .fused import make_fused_ops
 from .gdn import make_gdn_ops
 from .library import DTYPE_SUFFIX, GEMV_WIDTHS, KernelLibrary
 
@@ -31,9 +32,10 @@ def _width(ntok: int) -> int:
 
 def split_k(N: int) -> int:
     """Warps per row of the decode GEMV: short matrices split K so that enough loads are in flight.
-    ``NINFER_GEMV_SPLITK=0`` turns it off (for A/B measurements)."""
-    if os.environ.get("NINFER_GEMV_SPLITK", "1") == "0":
-        return 1
+    ``NINFER_GEMV_SPLITK=0`` turns it off, ``=2`` / ``=4`` forces that split (A/B measurements)."""
+    forced = os.environ.get("NINFER_GEMV_SPLITK", "1")
+    if forced in ("0", "2", "4"):
+        return max(1, int(forced))
     return 4 if N <= 4096 else 2 if N <= 12288 else 1
 
 
@@ -153,9 +155,10 @@ def make_ops(lib: KernelLibrary) -> dict:
         lib.module(logits.device)[name]((T,), (1024,), logits, out, V)
         return out
 
-    return {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
+    base = {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
             "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax,
             "paged_attention": make_paged_attention(lib), **make_gdn_ops(lib)}
+    return {**base, **make_fused_ops(lib, base)}
 
 
 def op_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:

@@ -49,11 +49,16 @@ class Attention:
         q = q.reshape(T, self.hq, self.d)
         k = k.reshape(T, self.hk, self.d)
         v = v.reshape(T, self.hk, self.d)
-        if self.q_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.ops.rope(q, k, ctx.positions, ctx.cos_sin)
         k_cache, v_cache = ctx.kv.k[self.kv_idx], ctx.kv.v[self.kv_idx]
-        self.ops.write_kv(k, v, k_cache, v_cache, ctx.slots)
+        if isinstance(k_cache, torch.Tensor):  # caches in the model dtype: q/k norm, RoPE, cache write in one op
+            qn, kn = (self.q_norm.weight, self.k_norm.weight) if self.q_norm is not None else (None, None)
+            q = self.ops.rope_write_kv(q, k, v, ctx.positions, ctx.cos_sin, k_cache, v_cache, ctx.slots, qn, kn,
+                                       self.cfg.rms_norm_eps, self.cfg.norm_zero_centered)
+        else:  # a quantised KV pool (ninfer.quant): its write_kv quantises
+            if self.q_norm is not None:
+                q, k = self.q_norm(q), self.k_norm(k)
+            q, k = self.ops.rope(q, k, ctx.positions, ctx.cos_sin)
+            self.ops.write_kv(k, v, k_cache, v_cache, ctx.slots)
         o = self.ops.paged_attention(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale)
         o = o.reshape(T, self.hq * self.d)
         if gate is not None:

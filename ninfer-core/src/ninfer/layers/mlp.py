@@ -14,7 +14,9 @@ class SwiGLU:
         self.down = Linear(ops, intermediate, hidden)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down(self.ops.silu_mul(self.gate_up(x)))
+        if isinstance(self.gate_up.weight, torch.Tensor):  # dense: SwiGLU rides in the GEMV's epilogue
+            return self.down(self.ops.linear_silu_mul(x, self.gate_up.weight))
+        return self.down(self.ops.silu_mul(self.gate_up(x)))  # quantised weights: their own GEMM
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         return {"gate_up.weight": [f"{prefix}.gate_proj.weight", f"{prefix}.up_proj.weight"],

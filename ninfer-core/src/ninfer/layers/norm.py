@@ -12,3 +12,7 @@ class RMSNorm:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.ops.rms_norm(x, self.weight, self.eps, self.zero_centered)
+
+    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The residual add fused with this norm: (norm(x + residual), x + residual)."""
+        return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered)

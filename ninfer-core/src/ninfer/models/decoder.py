@@ -28,8 +28,8 @@ class DecoderBlock:
         self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size)
 
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
-        h = x + self.mixer(self.input_norm(x), ctx)
-        return h + self.mlp(self.post_norm(h))
+        normed, h = self.post_norm.add_and_norm(self.mixer(self.input_norm(x), ctx), x)  # h = x + mixer out
+        return h + self.mlp(normed)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         src = {"input_norm.weight": [f"{prefix}.input_layernorm.weight"],

@@ -96,6 +96,31 @@ def write_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: t
     vc[slots] = v.to(vc.dtype)
 
 
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                 zero_centered: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The residual add and the RMSNorm after it: h = x + residual (in x's dtype) -> (rms_norm(h), h)."""
+    h = x + residual
+    return rms_norm(h, weight, eps, zero_centered), h
+
+
+def rope_write_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
+                  cos_sin: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, slots: torch.Tensor,
+                  q_norm: torch.Tensor | None = None, k_norm: torch.Tensor | None = None, eps: float = 1e-6,
+                  zero_centered: bool = False) -> torch.Tensor:
+    """The attention layer between its qkv projection and attention: per-head RMSNorm of q and k (when
+    q_norm/k_norm are given), RoPE, k and v into the cache. q: [T, Hq, D], k, v: [T, Hk, D] -> rotated q."""
+    if q_norm is not None:
+        q, k = rms_norm(q, q_norm, eps, zero_centered), rms_norm(k, k_norm, eps, zero_centered)
+    q, k = rope(q, k, positions, cos_sin)
+    write_kv(k, v, k_cache, v_cache, slots)
+    return q
+
+
+def linear_silu_mul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The MLP's gate_up projection and SwiGLU: weight [2I, K] as [gate | up] rows, x [..., K] -> [..., I]."""
+    return silu_mul(linear(x, weight))
+
+
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_table: torch.Tensor, positions: torch.Tensor, scale: float) -> torch.Tensor:
     """Causal attention of new queries over one sequence's paged cache (prefill, decode, verify).
@@ -133,6 +158,9 @@ OPS = {
     "rope": rope,
     "silu_mul": silu_mul,
     "write_kv": write_kv,
+    "add_rms_norm": add_rms_norm,
+    "rope_write_kv": rope_write_kv,
+    "linear_silu_mul": linear_silu_mul,
     "paged_attention": paged_attention,
     "argmax": argmax,
 }

@@ -13,39 +13,20 @@ __device__ __forceinline__ i64 out_index(int row, int grp, int Hq, int kvh) {
     return (i64)(row / grp) * Hq + kvh * grp + row % grp;
 }
 
-// grid (Hk, S, ceil(T * G / R)), block NW * 32 threads; C <= CMAX keys per split.
-// q: [T, Hq, D] (rows at q_stride); caches [blocks, bs, Hk, D]; part_o: [T, Hq, S, D]; part_ml: [T, Hq, S, 2].
+// Phases 1-3 of one block of attention_split (below): scores, probabilities, partial output of its split.
 template <typename T, int D, int R, int CMAX, int NW>
-__device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
-                                                const T *__restrict__ v_cache, const int *__restrict__ block_table,
-                                                const i64 *__restrict__ positions, float *__restrict__ part_o,
-                                                float *__restrict__ part_ml, int ntok, int Hq, int Hk, int bs, int S,
-                                                int C, int q_stride, float scale) {
+__device__ __forceinline__ void split_partials(const T *__restrict__ q, const T *__restrict__ k_cache,
+                                               const T *__restrict__ v_cache, const int *__restrict__ block_table,
+                                               float *__restrict__ part_o, float *__restrict__ part_ml, int Hq,
+                                               int Hk, int bs, int S, int q_stride, float scale, int row0, int nr,
+                                               int key0, int nkeys, const int *lim, float (*s_p)[CMAX],
+                                               float (*s_o)[R][D]) {
     constexpr int G = D / 8;     // lanes per key row, 16 bytes each
     constexpr int KPW = 32 / G;  // keys a warp handles per step
     constexpr int UNR = 4;       // steps whose loads are in flight together
-    __shared__ float s_p[R][CMAX];
-    __shared__ float s_o[NW][R][D];  // per-warp partial outputs, summed in a fixed order (deterministic)
     const int kvh = blockIdx.x, split = blockIdx.y;
     const int grp = Hq / Hk;
-    const int row0 = blockIdx.z * R;
-    const int nr = min(R, ntok * grp - row0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / G, gl = lane % G;
-    const int key0 = split * C;
-    const int t_last = (row0 + nr - 1) / grp;
-    const int nkeys = min(C, (int)(positions[t_last] + 1) - key0);
-
-    int lim[R];  // local key j is visible to row r iff j <= lim[r]
-#pragma unroll
-    for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
-    if (nkeys <= 0) {  // this split lies past every row's context: mark it empty
-        for (int r = threadIdx.x; r < nr; r += blockDim.x) {
-            const i64 o = out_index(row0 + r, grp, Hq, kvh);
-            part_ml[(o * S + split) * 2] = neg_inf();
-            part_ml[(o * S + split) * 2 + 1] = 0.f;
-        }
-        return;
-    }
 
     // phase 1: scores s[r][j] = scale * q_r . k_j
     {
@@ -159,6 +140,95 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
         for (int w = 0; w < NW; w++) sum += s_o[w][r][d];
         part_o[(o * S + split) * D + d] = sum;
     }
+}
+
+// The last block of a (kv head, row chunk) to finish its split merges every split of its rows into
+// out, as attention_combine does, so decode needs no second launch. counters[z * Hk + kvh] counts the
+// finished splits; that last block sets it back to 0 for the next launch (graph replays included).
+// Needs S <= CMAX: the split weights live in s_p.
+template <typename T, int D, int R, int CMAX, int NW>
+__device__ __forceinline__ void combine_in_last_block(const float *part_o, const float *part_ml,
+                                                      const i64 *__restrict__ positions, T *__restrict__ out,
+                                                      int *__restrict__ counters, int Hq, int Hk, int S, int C,
+                                                      int row0, int nr, float (*s_p)[CMAX]) {
+    __shared__ int s_last;
+    __shared__ float s_den[R];
+    const int kvh = blockIdx.x, grp = Hq / Hk;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    __threadfence();  // this block's partials are visible to the block that merges them
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *counter = counters + blockIdx.z * Hk + kvh;
+        s_last = atomicAdd(counter, 1) == S - 1;
+        if (s_last) *counter = 0;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int r = warp; r < nr; r += NW) {  // a warp per row: the split weights exp(m_s - max m)
+        const i64 o = out_index(row0 + r, grp, Hq, kvh);
+        const int ns = min(S, (int)((positions[(row0 + r) / grp] + C) / C));
+        const float *ml = part_ml + o * S * 2;
+        float m = neg_inf();
+        for (int s = lane; s < ns; s += 32) m = fmaxf(m, __ldcg(ml + 2 * s));
+        m = warp_max(m);
+        float l = 0.f;
+        for (int s = lane; s < ns; s += 32) {
+            const float ms = __ldcg(ml + 2 * s);
+            const float w = ms == neg_inf() ? 0.f : __expf(ms - m);
+            s_p[r][s] = w;
+            l += w * __ldcg(ml + 2 * s + 1);
+        }
+        l = warp_sum(l);
+        if (lane == 0) s_den[r] = l;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < nr * D; i += blockDim.x) {
+        const int r = i / D, d = i % D;
+        const i64 o = out_index(row0 + r, grp, Hq, kvh);
+        const int ns = min(S, (int)((positions[(row0 + r) / grp] + C) / C));
+        const float *po = part_o + o * S * D + d;
+        float num = 0.f;
+#pragma unroll 4
+        for (int s = 0; s < ns; s++) num = fmaf(s_p[r][s], __ldcg(po + (i64)s * D), num);
+        out[o * D + d] = from_f<T>(num / s_den[r]);
+    }
+}
+
+// grid (Hk, S, ceil(T * G / R)), block NW * 32 threads; C <= CMAX keys per split.
+// q: [T, Hq, D] (rows at q_stride); caches [blocks, bs, Hk, D]; part_o: [T, Hq, S, D]; part_ml: [T, Hq, S, 2].
+// COMBINE: the last split of each (kv head, row chunk) also writes out [T, Hq, D] (combine_in_last_block).
+template <typename T, int D, int R, int CMAX, int NW, bool COMBINE>
+__device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
+                                                const T *__restrict__ v_cache, const int *__restrict__ block_table,
+                                                const i64 *__restrict__ positions, float *part_o, float *part_ml,
+                                                int ntok, int Hq, int Hk, int bs, int S, int C, int q_stride,
+                                                float scale, T *out, int *counters) {
+    __shared__ float s_p[R][CMAX];
+    __shared__ float s_o[NW][R][D];  // per-warp partial outputs, summed in a fixed order (deterministic)
+    const int kvh = blockIdx.x, split = blockIdx.y;
+    const int grp = Hq / Hk;
+    const int row0 = blockIdx.z * R;
+    const int nr = min(R, ntok * grp - row0);
+    const int key0 = split * C;
+    const int t_last = (row0 + nr - 1) / grp;
+    const int nkeys = min(C, (int)(positions[t_last] + 1) - key0);
+
+    int lim[R];  // local key j is visible to row r iff j <= lim[r]
+#pragma unroll
+    for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
+    if (nkeys <= 0) {  // this split lies past every row's context: mark it empty
+        for (int r = threadIdx.x; r < nr; r += blockDim.x) {
+            const i64 o = out_index(row0 + r, grp, Hq, kvh);
+            part_ml[(o * S + split) * 2] = neg_inf();
+            part_ml[(o * S + split) * 2 + 1] = 0.f;
+        }
+    } else {
+        split_partials<T, D, R, CMAX, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, bs, S,
+                                          q_stride, scale, row0, nr, key0, nkeys, lim, s_p, s_o);
+    }
+    if (COMBINE) combine_in_last_block<T, D, R, CMAX, NW>(part_o, part_ml, positions, out, counters, Hq, Hk, S, C,
+                                                          row0, nr, s_p);
 }
 
 // grid T * Hq, block D threads: merge the splits of each row, weighting each by exp(m_s - max m). The

@@ -4,6 +4,7 @@
 #pragma once
 #include "attention.cuh"
 #include "elementwise.cuh"
+#include "fused.cuh"
 #include "gdn_kernels.cuh"
 #include "gemv.cuh"
 #include "norm.cuh"
@@ -37,8 +38,14 @@
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_##S##_d##D(    \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
         int ntok, int Hq, int Hk, int bs, int S_, int C, int q_stride, float scale) {                   \
-        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS>(           \
-            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale);                     \
+        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false>(    \
+            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale, nullptr, nullptr);   \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_combine_##S##_d##D( \
+        const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
+        int ntok, int Hq, int Hk, int bs, int S_, int C, int q_stride, float scale, T *out, int *counters) { \
+        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, true>(     \
+            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale, out, counters);      \
     }
 
 #define NINFER_KERNELS(S, T)                                                                            \
@@ -80,6 +87,7 @@
                                                      T *out, int Hq, int S_, int C, int D) {            \
         ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, D);                                  \
     }                                                                                                   \
+    NINFER_FUSED_KERNELS(S, T)                                                                          \
     NINFER_GDN_KERNELS(S, T)
 
 // dtype-free kernels, once per module

@@ -1,0 +1,104 @@
+"""Launchers for the fused decode kernels (``include/ninfer/fused.cuh``).
+
+Each fused op computes what its reference op in ``ninfer.reference.ops`` computes; where a kernel's
+assumptions do not hold (dtype, alignment, strides, more than one token for the GEMV), the launcher
+composes the backend's unfused launchers instead, which is also what ``NINFER_FUSED=0`` selects for
+every call (A/B measurements: the same kernels as before the fusions, launch for launch).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .library import DTYPE_SUFFIX, KernelLibrary
+
+# the ops each backend registers from here: removing one serves it by the reference op instead
+FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul")
+
+
+def fusion_enabled(name: str) -> bool:
+    """``NINFER_FUSED``: unset or 1 turns every fusion on, 0 none (the unfused kernels, launch for launch),
+    else a comma list of those on: add_rms_norm, rope_write_kv, linear_silu_mul, attention_merge."""
+    v = os.environ.get("NINFER_FUSED", "1").strip()
+    if v in ("", "1"):
+        return True
+    return v != "0" and name in {s.strip() for s in v.split(",")}
+
+
+def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
+    """``base``: the backend's unfused launchers (rms_norm, rope, write_kv, linear, silu_mul)."""
+    warps = lib.tuning("NINFER_GEMV_WARPS", 4)
+    on = {op: fusion_enabled(op) for op in FUSED_OPS}
+
+    def suffix(t: torch.Tensor, op: str):
+        return DTYPE_SUFFIX.get(t.dtype) if on[op] and t.is_cuda and t.dtype in lib.dtypes else None
+
+    def aligned(*ts) -> bool:
+        return all(t.data_ptr() % 16 == 0 for t in ts)
+
+    def add_rms_norm(x, residual, weight, eps, zero_centered=False):
+        s = suffix(x, "add_rms_norm")
+        H = x.shape[-1]
+        if (s is None or residual.dtype != x.dtype or weight.dtype != x.dtype or residual.shape != x.shape
+                or H % 8 or x.numel() == 0 or not weight.is_contiguous()):
+            h = x + residual
+            return base["rms_norm"](h, weight, eps, zero_centered), h
+        x2, r2 = x.reshape(-1, H).contiguous(), residual.reshape(-1, H).contiguous()  # [rows, H]
+        if not aligned(x2, r2, weight):
+            h = x + residual
+            return base["rms_norm"](h, weight, eps, zero_centered), h
+        rows = x2.shape[0]
+        y = torch.empty_like(x2)  # [rows, H] the normed rows
+        h = torch.empty_like(x2)  # [rows, H] the new residual stream
+        threads = min(256, max(32, (H // 8 + 31) // 32 * 32))
+        name = f"add_rms_norm_zc_{s}" if zero_centered else f"add_rms_norm_{s}"
+        lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps))
+        return y.view(x.shape), h.view(x.shape)
+
+    def unfused_rope_write_kv(q, k, v, positions, cos_sin, k_cache, v_cache, slots, q_norm, k_norm, eps, zc):
+        if q_norm is not None:
+            q, k = base["rms_norm"](q, q_norm, eps, zc), base["rms_norm"](k, k_norm, eps, zc)
+        q, k = base["rope"](q, k, positions, cos_sin)
+        base["write_kv"](k, v, k_cache, v_cache, slots)
+        return q
+
+    def rope_write_kv(q, k, v, positions, cos_sin, k_cache, v_cache, slots, q_norm=None, k_norm=None,
+                      eps=1e-6, zero_centered=False):
+        s = suffix(q, "rope_write_kv")
+        T, Hq, D = q.shape
+        Hk = k.shape[1]
+        norms = () if q_norm is None else (q_norm, k_norm)
+        if (s is None or T == 0 or D % 32 or D > 1024 or cos_sin.dtype != torch.float32
+                or cos_sin.shape[-1] > D or cos_sin.shape[-1] % 2
+                or any(t.dtype != q.dtype for t in (k, v, k_cache, v_cache, *norms))
+                or any(not t.is_contiguous() for t in (k_cache, v_cache, cos_sin, *norms))
+                or q.stride(2) != 1 or k.stride(2) != 1 or k.stride(1) != D or v.stride(2) != 1
+                or v.stride(1) != D or v.shape != k.shape):
+            return unfused_rope_write_kv(q, k, v, positions, cos_sin, k_cache, v_cache, slots, q_norm, k_norm,
+                                         eps, zero_centered)
+        q_out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
+        pos = positions.to(torch.int64).contiguous()
+        slots = slots.to(torch.int64).contiguous()
+        lib.module(q.device)[f"rope_write_kv_{s}"](
+            (T, Hq + Hk), (D,), q, k, v, q_norm, k_norm, pos, cos_sin, q_out, k_cache, v_cache, slots,
+            Hq, Hk, D, cos_sin.shape[-1], q.stride(0), q.stride(1), k.stride(0), v.stride(0), float(eps),
+            int(bool(zero_centered)))
+        return q_out
+
+    def linear_silu_mul(x, weight):
+        s = suffix(x, "linear_silu_mul")
+        K, I2 = x.shape[-1], weight.shape[0]
+        if (s is None or x.numel() != K or weight.dtype != x.dtype or K % 8 or I2 % 2
+                or not weight.is_contiguous()):
+            return base["silu_mul"](base["linear"](x, weight))  # prefill and verify: T > 1
+        x1 = x.reshape(1, K).contiguous()
+        if not aligned(x1, weight):
+            return base["silu_mul"](base["linear"](x, weight))
+        I = I2 // 2
+        y = torch.empty(*x.shape[:-1], I, dtype=x.dtype, device=x.device)  # [..., I]
+        lib.module(x.device)[f"gemv_silu_t1_{s}"](((I + warps - 1) // warps,), (warps * 32,), weight, x1, y, I, K)
+        return y
+
+    return {"add_rms_norm": add_rms_norm, "rope_write_kv": rope_write_kv, "linear_silu_mul": linear_silu_mul}

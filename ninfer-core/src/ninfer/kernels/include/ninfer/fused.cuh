@@ -1,0 +1,169 @@
+// Fused decode kernels: each replaces two to four small launches of the unfused path, which at batch 1
+// are latency-bound (~2 us each on an H200), by one. Semantics are those of ninfer.reference.ops
+// (add_rms_norm, rope_write_kv, linear_silu_mul): every intermediate the reference stores in the model
+// dtype is rounded to it here too, so the fused and unfused paths compute the same function.
+#pragma once
+#include "common.cuh"
+
+namespace ninfer {
+
+// h = x + r (stored in T), y = rms_norm(h) * w (or * (1 + w)). One block per row, blockDim.x a multiple
+// of 32. x, r, h, y: [rows, H] contiguous, H % 8 == 0, 16-byte aligned.
+template <typename T, bool ZERO_CENTRED>
+__device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *__restrict__ r,
+                                             const T *__restrict__ w, T *__restrict__ y, T *__restrict__ h,
+                                             int H, float eps) {
+    __shared__ float scratch[32];
+    const int HV = H / 8;
+    const i64 off = (i64)blockIdx.x * H;
+    const uint4 *xr = reinterpret_cast<const uint4 *>(x + off);
+    const uint4 *rr = reinterpret_cast<const uint4 *>(r + off);
+    uint4 *hr = reinterpret_cast<uint4 *>(h + off);
+    float ss = 0.f;
+    for (int v = threadIdx.x; v < HV; v += blockDim.x) {
+        float a[8], b[8];
+        unpack8<T>(xr[v], a);
+        unpack8<T>(rr[v], b);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            a[i] = to_f(from_f<T>(a[i] + b[i]));  // the residual stream is stored in T: normalise what is stored
+            ss = fmaf(a[i], a[i], ss);
+        }
+        hr[v] = pack8<T>(a);
+    }
+    ss = row_sum(ss, scratch);
+    const float rs = rsqrtf(ss / (float)H + eps);
+    const uint4 *wr = reinterpret_cast<const uint4 *>(w);
+    uint4 *yr = reinterpret_cast<uint4 *>(y + off);
+    for (int v = threadIdx.x; v < HV; v += blockDim.x) {
+        float a[8], g[8];
+        unpack8<T>(hr[v], a);  // written above by this same thread
+        unpack8<T>(wr[v], g);
+#pragma unroll
+        for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (ZERO_CENTRED ? 1.f + g[i] : g[i]);
+        yr[v] = pack8<T>(a);
+    }
+}
+
+// Per-head q/k RMSNorm (when qn/kn are given), rotate-half RoPE on the first rd dims, the rotated q to
+// q_out [T, Hq, D], the rotated k and the untouched v straight into the paged caches at slots[t].
+// Grid (T, Hq + Hk), block D threads (D % 32 == 0). q rows at (q_ts, q_hs) strides (a view of the qkv
+// output, possibly gated), k and v rows at k_ts / v_ts with heads D apart.
+template <typename T>
+__device__ __forceinline__ void rope_write_kv(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                                              const T *__restrict__ qn, const T *__restrict__ kn,
+                                              const i64 *__restrict__ positions, const float *__restrict__ cos_sin,
+                                              T *__restrict__ q_out, T *__restrict__ k_cache, T *__restrict__ v_cache,
+                                              const i64 *__restrict__ slots, int Hq, int Hk, int D, int rd, int q_ts,
+                                              int q_hs, int k_ts, int v_ts, float eps, int zero_centred) {
+    __shared__ float s_x[1024];
+    __shared__ float scratch[32];
+    const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const bool is_q = h < Hq;
+    const int hk = h - Hq;
+    const T *src = is_q ? q + (i64)t * q_ts + (i64)h * q_hs : k + (i64)t * k_ts + (i64)hk * D;
+    float xv = to_f(src[d]);
+    const T *nw = is_q ? qn : kn;
+    if (nw != nullptr) {  // block-uniform: every thread reaches the reduction
+        const float ss = row_sum(xv * xv, scratch);
+        const float g = to_f(nw[d]);
+        xv = to_f(from_f<T>(xv * rsqrtf(ss / (float)D + eps) * (zero_centred ? 1.f + g : g)));
+    }
+    s_x[d] = xv;
+    __syncthreads();
+    float out = xv;
+    const int half = rd / 2;
+    if (d < rd) {
+        const int j = d < half ? d : d - half;
+        const float *cs = cos_sin + positions[t] * rd;
+        const float c = cs[j], s = cs[half + j];
+        const float x1 = s_x[j], x2 = s_x[j + half];
+        out = d < half ? x1 * c - x2 * s : x2 * c + x1 * s;
+    }
+    if (is_q) {
+        q_out[((i64)t * Hq + h) * D + d] = from_f<T>(out);
+    } else {
+        const i64 dst = (slots[t] * Hk + hk) * D + d;
+        k_cache[dst] = from_f<T>(out);
+        v_cache[dst] = v[(i64)t * v_ts + (i64)hk * D + d];
+    }
+}
+
+// Batch-1 gate_up GEMV with SwiGLU in its epilogue: W is [2I, K] = [gate | up] rows, y[n] =
+// silu(W[n] . x) * (W[I + n] . x) for n < I. One warp per output streams its gate and up rows together
+// (U/2 16-byte loads of each in flight per lane, as many bytes as the plain GEMV keeps).
+template <typename T, int U, int WARPS>
+__device__ __forceinline__ void gemv_silu(const T *__restrict__ W, const T *__restrict__ x, T *__restrict__ y,
+                                          int I, int K) {
+    constexpr int H2 = U / 2 > 0 ? U / 2 : 1;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n = blockIdx.x * WARPS + warp;
+    if (n >= I) return;
+    const int KV = K / 8;
+    const uint4 *Wg = reinterpret_cast<const uint4 *>(W + (i64)n * K);
+    const uint4 *Wu = reinterpret_cast<const uint4 *>(W + (i64)(n + I) * K);
+    const uint4 *xr = reinterpret_cast<const uint4 *>(x);
+    float ag = 0.f, au = 0.f;
+    int v = lane;
+    for (; v + 32 * (H2 - 1) < KV; v += 32 * H2) {
+        uint4 g[H2], u[H2];
+#pragma unroll
+        for (int j = 0; j < H2; j++) {
+            g[j] = load_stream(Wg + v + 32 * j);
+            u[j] = load_stream(Wu + v + 32 * j);
+        }
+#pragma unroll
+        for (int j = 0; j < H2; j++) {
+            float gf[8], uf[8], xf[8];
+            unpack8<T>(g[j], gf);
+            unpack8<T>(u[j], uf);
+            unpack8<T>(__ldg(xr + v + 32 * j), xf);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                ag = fmaf(gf[i], xf[i], ag);
+                au = fmaf(uf[i], xf[i], au);
+            }
+        }
+    }
+    for (; v < KV; v += 32) {
+        float gf[8], uf[8], xf[8];
+        unpack8<T>(load_stream(Wg + v), gf);
+        unpack8<T>(load_stream(Wu + v), uf);
+        unpack8<T>(__ldg(xr + v), xf);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            ag = fmaf(gf[i], xf[i], ag);
+            au = fmaf(uf[i], xf[i], au);
+        }
+    }
+    ag = warp_sum(ag);
+    au = warp_sum(au);
+    if (lane == 0) {
+        const float g = to_f(from_f<T>(ag)), u = to_f(from_f<T>(au));  // the unfused GEMV stores both in T
+        y[n] = from_f<T>(g / (1.f + expf(-g)) * u);
+    }
+}
+
+}  // namespace ninfer
+
+// Entry points for one dtype; NINFER_GEMV_WARPS / NINFER_GEMV_UNROLL come from the backend's source.
+#define NINFER_FUSED_KERNELS(S, T)                                                                      \
+    extern "C" __global__ void add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H,  \
+                                                float eps) {                                            \
+        ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps);                                          \
+    }                                                                                                   \
+    extern "C" __global__ void add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, \
+                                                   float eps) {                                         \
+        ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps);                                           \
+    }                                                                                                   \
+    extern "C" __global__ void rope_write_kv_##S(                                                       \
+        const T *q, const T *k, const T *v, const T *qn, const T *kn, const long long *pos, const float *cs, \
+        T *qo, T *kc, T *vc, const long long *slots, int Hq, int Hk, int D, int rd, int q_ts, int q_hs,  \
+        int k_ts, int v_ts, float eps, int zc) {                                                        \
+        ninfer::rope_write_kv<T>(q, k, v, qn, kn, pos, cs, qo, kc, vc, slots, Hq, Hk, D, rd, q_ts, q_hs, \
+                                 k_ts, v_ts, eps, zc);                                                  \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_silu_t1_##S(const T *W, const T *x, T *y, int I, int K) {                                \
+        ninfer::gemv_silu<T, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS>(W, x, y, I, K);                     \
+    }
