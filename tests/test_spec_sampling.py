@@ -153,6 +153,7 @@ def tiny_llama(tmp_path_factory):
     make_tiny_checkpoint("llama", path, seed=11)
     add_mtp(path, seed=12)
     write_dflash(f"{path}/dflash", path, [0, 1], seed=13)
+    write_dflash(f"{path}/dflash2", path, [0, 2], v2=True, seed=14)
     llm = LLM(path, progress=False, max_context=64)
     yield llm, {}
     torch.set_num_threads(n)
@@ -177,7 +178,7 @@ def _sample(llm, drafter):
     return seqs, stats
 
 
-@pytest.mark.parametrize("spec", ["hot-self", "mtp:2", "dflash"])
+@pytest.mark.parametrize("spec", ["hot-self", "mtp:2", "dflash", "dflash:{model}/dflash2"])
 def test_speculative_sampling_matches_plain_sampling_end_to_end(tiny_llama, spec):
     """hot-self drafts well (both acceptance and rejection happen often); the random-weight MTP and
     DFlash heads draft by sampling their own distributions q, which must not bias the output either."""
@@ -185,7 +186,7 @@ def test_speculative_sampling_matches_plain_sampling_end_to_end(tiny_llama, spec
     if "plain" not in cache:
         cache["plain"] = _sample(llm, None)[0]
     plain = cache["plain"]
-    drafter = SampledDraft(llm) if spec == "hot-self" else build_drafter(spec, llm)
+    drafter = SampledDraft(llm) if spec == "hot-self" else build_drafter(spec.format(model=llm.model_path), llm)
     spec_seqs, st = _sample(llm, drafter)
     print(f"{spec}: drafted {st['drafted_tokens']}, accepted {st['accepted_tokens']}")
     assert st["drafted_tokens"] > 0
@@ -197,9 +198,9 @@ def test_speculative_sampling_matches_plain_sampling_end_to_end(tiny_llama, spec
 
 
 def test_model_drafters_sample_their_drafts_when_the_request_samples(tiny_llama):
-    """For temperature > 0 the MTP and DFlash drafts come with the distribution they were drawn from."""
+    """For temperature > 0 the MTP, DFlash and DFlash2 drafts come with the distribution they were drawn from."""
     llm, _ = tiny_llama
-    for spec in ("mtp:2", "dflash"):
+    for spec in ("mtp:2", "dflash", f"dflash:{llm.model_path}/dflash2"):
         d = build_drafter(spec, llm)
         seen = []
         inner = d.propose

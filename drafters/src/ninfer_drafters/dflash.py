@@ -84,10 +84,11 @@ class DFlashDrafter(Drafter):
         embeds = m.ops.embedding(block, self.target.embed_tokens) * m.embed_scale  # [k+1, H]
         hidden = m.block_hidden(embeds)[1:]  # [k, H]: positions 1..k predict the drafted tokens
         logits = m.logits(hidden, self.target.lm_head)
-        if m.v2:  # the selector's path is deterministic: a one-hot draft for rejection sampling
-            return Proposal(m.select(hidden, logits, seq[-1]), None, self.name)
         if self.picker is None or self.picker.params is not context.params:
             self.picker = DraftSampler(context.params, logits.device)
+        if m.v2:
+            tokens, qs = m.select(hidden, logits, seq[-1], self.picker)
+            return Proposal(tokens, qs, self.name)
         if self.picker.sampler is None:
             return Proposal(logits.argmax(dim=-1).tolist(), None, self.name)
         # one pass drafts every position independently, so each token is drawn from its own row

@@ -157,15 +157,23 @@ class DFlashModel:
         z = lm_head(hidden).float() * self.out_mult
         return torch.tanh(z / self.softcap) * self.softcap if self.softcap > 0 else z
 
-    def select(self, hidden: torch.Tensor, logits: torch.Tensor, anchor: int) -> list[int]:
-        """DFlash2's candidate selector, greedy: a path through each position's top-k candidates."""
+    def select(self, hidden: torch.Tensor, logits: torch.Tensor, anchor: int, picker=None):
+        """DFlash2's candidate selector: a path through each position's top-k candidates, scored by the
+        unary logit plus a predecessor x hidden x successor bilinear term. Greedy without a picker;
+        with a sampling picker each step draws from the request's distribution over the candidates'
+        scores. -> (tokens, q rows over the vocabulary or None)."""
         top_k = int(_cfg(self.c, "selector_top_k"))
         unary, cand = torch.topk(logits, top_k, dim=-1)  # [P, k]
         hp = self.lin(hidden, "candidate_selector.hidden_projection").float()  # [P, r]
         pred_cb, succ_cb = self.w["candidate_selector.predecessor_codebook"], self.w["candidate_selector.successor_codebook"]
-        prev, path = anchor, []
+        prev, path, qs = anchor, [], []
         for pos in range(hidden.shape[0]):
-            pair = (pred_cb[prev].float() * hp[pos]) @ succ_cb[cand[pos]].float().T  # [k]
-            prev = int(cand[pos, int((unary[pos] + pair).argmax())])
+            scores = unary[pos] + (pred_cb[prev].float() * hp[pos]) @ succ_cb[cand[pos]].float().T  # [k]
+            if picker is None or picker.sampler is None:
+                prev = int(cand[pos, int(scores.argmax())])
+            else:  # scores live on the candidates: spread them over the vocabulary for q
+                full = torch.full_like(logits[pos], float("-inf")).scatter(0, cand[pos], scores)
+                prev, q = picker.pick(full)
+                qs.append(q)
             path.append(prev)
-        return path
+        return path, (qs or None)
