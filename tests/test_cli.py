@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_tiny_checkpoint
+from ninfer_testing import make_tiny_checkpoint
 
 
 def ninfer(*args, timeout=300):

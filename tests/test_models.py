@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import make_tiny_checkpoint
+from ninfer_testing import make_tiny_checkpoint
 
 from ninfer import LLM, SamplingParams
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import write_byte_tokenizer
+from ninfer_testing import write_byte_tokenizer
 from ninfer import LLM, SamplingParams
 from ninfer.errors import NinferError
 from ninfer.weights.safetensors_dir import SafetensorsDir

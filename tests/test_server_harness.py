@@ -66,7 +66,7 @@ class Server:
 
 def engine_tokenizer_and_template():
     """The tokenizer and chat template the engine uses, read from the same checkpoint."""
-    from conftest import smollm2_path
+    from ninfer_testing import smollm2_path
     from ninfer.chat.template import ChatTemplate
     from ninfer.weights import open_checkpoint
 

@@ -20,7 +20,7 @@ from transformers.models.qwen3.modeling_qwen3 import (
     apply_rotary_pos_emb,
 )
 
-from conftest import make_tiny_checkpoint
+from ninfer_testing import make_tiny_checkpoint
 from ninfer import LLM
 from ninfer.drafting import build_drafter
 from ninfer.engine.speculative import _TargetHidden

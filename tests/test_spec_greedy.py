@@ -9,7 +9,7 @@ import pytest
 import torch
 from test_spec_support import add_mtp, write_dflash
 
-from conftest import make_tiny_checkpoint
+from ninfer_testing import make_tiny_checkpoint
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import DraftContext, Drafter, build_drafter
 from ninfer.engine.speculative import _TargetHidden

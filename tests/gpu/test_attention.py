@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import backend_dtypes, poison_allocator, rel_l2
+from gpu_testing import backend_dtypes, poison_allocator, rel_l2
 from ninfer.ops import DeviceSpec, resolve
 from ninfer.reference import ops as ref
 

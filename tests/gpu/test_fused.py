@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import backend_dtypes, poison_allocator, rel_l2
+from gpu_testing import backend_dtypes, poison_allocator, rel_l2
 from ninfer.backends import installed_backends
 from ninfer.kernels.ops import make_ops
 from ninfer.reference import ops as ref

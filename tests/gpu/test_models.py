@@ -10,7 +10,7 @@ import pytest
 import random_model as rm
 import torch
 
-from conftest import backend_dtypes, rel_l2
+from gpu_testing import backend_dtypes, rel_l2
 
 E2E_TOL = 2e-2  # bf16/fp16 end to end over several layers, against float32
 LAYERS = {"qwen3-8b": 2, "llama3-8b": 2, "qwen3.5-27b": 4}  # 27B: 3 Gated DeltaNet + 1 full attention

@@ -1,0 +1,95 @@
+"""Accuracy of quantised KV caches and weights on the real SmolLM2 model.
+
+Baseline: the GGUF dequantised to float32, float32 KV cache. Measured: perplexity over the first
+1024 tokens of the fixed public-domain text (tests/data/declaration_of_independence.txt), every
+variant on the same loaded model: ``ninfer.quant.evaluate`` swaps the KV format, or RTN-quantises
+every Linear but lm_head to exactly the codes ``ninfer quantize`` writes (bf16 scales). The table
+prints with ``pytest -s`` and is recorded in bench/RESULTS.md.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+
+from ninfer.quant.evaluate import kv_format, rtn_weights
+from ninfer.quant.perplexity import negative_log_likelihoods
+
+TEXT = os.path.join(os.path.dirname(__file__), "data", "declaration_of_independence.txt")
+TOKENS = 1024
+BASE = "baseline (fp32 weights, fp32 KV)"
+
+
+@pytest.fixture(scope="module")
+def llm():
+    from ninfer.llm import LLM
+
+    return LLM(max_context=2048, progress=False)
+
+
+@pytest.fixture(scope="module")
+def ids(llm):
+    with open(TEXT, encoding="utf-8") as f:
+        return llm.tokenizer.encode(f.read())[:TOKENS]
+
+
+@pytest.fixture(scope="module")
+def table(llm, ids):
+    def ppl():
+        return math.exp(float(negative_log_likelihoods(llm, ids).mean()))
+
+    rows = {BASE: ppl()}
+    for fmt, label in (("int8", "KV int8 (group 64)"), ("int4", "KV int4 + Hadamard(K)"),
+                       ("int4_norot", "KV int4, no rotation")):
+        with kv_format(llm, fmt):
+            rows[label] = ppl()
+    for bits in (8, 4):
+        with rtn_weights(llm, bits, 128):
+            rows[f"weights int{bits} g128 RTN"] = ppl()
+    print(f"\nSmolLM2-135M-Instruct (Q4_1 GGUF -> fp32), {len(ids)} tokens of the Declaration of Independence")
+    print(f"{'variant':34s} {'perplexity':>10s} {'vs baseline':>12s}")
+    for name, value in rows.items():
+        print(f"{name:34s} {value:10.4f} {100 * (value / rows[BASE] - 1):+11.2f}%")
+    return {k: v / rows[BASE] - 1 for k, v in rows.items()}
+
+
+def test_perplexity_matches_transformers(llm):
+    """llm.perplexity against transformers' own forward of the same GGUF (dequantised by `gguf`)."""
+    from transformers import AutoModelForCausalLM
+
+    path = llm.model_path
+    hf = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
+                                              dtype=torch.float32)
+    text = "We hold these truths to be self-evident, that all men are created equal, that they are endowed " \
+           "by their Creator with certain unalienable Rights, that among these are Life, Liberty and the " \
+           "pursuit of Happiness."
+    ids = llm.tokenizer.encode(text)
+    with torch.no_grad():
+        logits = hf(torch.tensor([ids])).logits[0, :-1].float()
+    nll = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]))
+    assert llm.perplexity(text) == pytest.approx(math.exp(float(nll)), rel=1e-4)
+
+
+def test_int8_kv_within_half_percent(table):
+    assert abs(table["KV int8 (group 64)"]) < 0.005
+
+
+def test_int4_kv_with_rotation_within_3_percent_and_better_than_without(table):
+    rot, plain = table["KV int4 + Hadamard(K)"], table["KV int4, no rotation"]
+    assert rot < 0.03
+    assert rot < 0.5 * plain, (rot, plain)  # the rotation removes most of the loss
+
+
+def test_int8_weights_within_1_percent(table):
+    assert abs(table["weights int8 g128 RTN"]) < 0.01
+
+
+@pytest.mark.xfail(strict=True, reason="not met: int4 g128 RTN re-quantisation of the Q4_1 SmolLM2-135M costs "
+                   "~+50% perplexity (GPTQ ~+43%); see bench/RESULTS.md")
+def test_int4_g128_weights_within_5_percent(table):
+    assert table["weights int4 g128 RTN"] < 0.05
+
+
+def test_int4_g128_weights_cost_more_than_int8(table):
+    assert table["weights int4 g128 RTN"] > 4 * abs(table["weights int8 g128 RTN"])
