@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from ninfer_testing import make_tiny_checkpoint
 from test_spec_support import install_echo_plugin, uninstall_echo_plugin
 
-from ninfer_testing import make_tiny_checkpoint
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import Composite, DraftContext, Drafter, Proposal, build_drafter, parse_spec
 from ninfer.errors import NinferError

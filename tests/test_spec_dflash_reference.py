@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from ninfer_testing import make_tiny_checkpoint
 from safetensors.torch import load_file
 from test_spec_support import write_dflash
 from transformers import Qwen3Config
@@ -20,7 +21,6 @@ from transformers.models.qwen3.modeling_qwen3 import (
     apply_rotary_pos_emb,
 )
 
-from ninfer_testing import make_tiny_checkpoint
 from ninfer import LLM
 from ninfer.drafting import build_drafter
 from ninfer.engine.speculative import _TargetHidden

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from ninfer_testing import make_tiny_checkpoint
 from test_spec_support import add_mtp, write_dflash
 
-from ninfer_testing import make_tiny_checkpoint
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import DraftContext, Drafter, build_drafter
 from ninfer.engine.speculative import _TargetHidden
