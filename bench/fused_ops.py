@@ -82,7 +82,8 @@ def op_rows(backend: str):
 
 def splitk_rows(backend: str):
     rows = []
-    for N, K in ((6144, 4096), (4096, 4096), (4096, 14336), (1024, 4096)):
+    for N, K in ((6144, 4096), (4096, 4096), (4096, 14336), (14336, 5120), (16384, 5120), (5120, 6144),
+                 (5120, 17408)):
         n_copies = max(2, (120 * 2**20) // (N * K * 2) + 1)  # rotate past L2
         Ws = [rnd(N, K, scale=K ** -0.5) for _ in range(n_copies)]
         x = rnd(1, K)
