@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from ninfer_testing import make_tiny_checkpoint
 from safetensors.torch import load_file
-from test_spec_support import write_dflash
+from test_spec_support import hidden_probe, write_dflash
 from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import (
     Qwen3MLP,
@@ -117,7 +117,7 @@ def test_draft_pass_matches_the_reference(target, v2):
     m = drafter.model
 
     # target hidden states: ours through the layer taps, transformers' through output_hidden_states
-    th = _TargetHidden(llm.runner, drafter)
+    th = _TargetHidden(llm.runner, hidden_probe(drafter))  # every state, none observed
     th.prefill(SEQ[:-1])
     hs = hf(torch.tensor([SEQ[:-1]]), output_hidden_states=True).hidden_states
     ids = cfg["dflash_config"]["target_layer_ids"]

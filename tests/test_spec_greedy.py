@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 from ninfer_testing import make_tiny_checkpoint
-from test_spec_support import add_mtp, write_dflash
+from test_spec_support import add_mtp, hidden_probe, write_dflash
 
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import DraftContext, Drafter, build_drafter
@@ -106,17 +106,22 @@ def test_incremental_drafter_equals_fresh_drafter(tiny, spec):
 
     d.propose = spy
     llm.drafter = d
+    chunk = llm.runner.prefill_chunk
+    llm.runner.prefill_chunk = 7  # the prompt in three chunks, which the drafter observes one by one
     try:
         llm.generate(PROMPT, SamplingParams(temperature=0, max_tokens=24, ignore_eos=True))
     finally:
         llm.drafter = None
+        llm.runner.prefill_chunk = chunk
     assert len(calls) > 3
     seq, cap, tokens = calls[-1]
     fresh = build_drafter(spec, llm)
-    target = _TargetHidden(llm.runner, fresh)
-    target.prefill(seq[:-1])  # the whole sequence at once: no cache, no rollback
+    fresh.reset()
+    target = _TargetHidden(llm.runner, hidden_probe(fresh))
+    target.prefill(seq[:-1])  # the whole sequence at once: no observe, no cache, no rollback
     ctx = DraftContext(seq, len(PROMPT), cap, 0, target.post, target.pre, target.layers)
     assert fresh.propose(ctx).tokens == tokens
+
 
 
 class SpoiledOracle(Drafter):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 from test_qwen3_5 import TEXT, make_checkpoint
-from test_spec_support import add_mtp
+from test_spec_support import add_mtp, hidden_probe
 from transformers import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import (
     Qwen3_5DecoderLayer,
@@ -65,7 +65,7 @@ def test_mtp_chain_matches_the_reference(hybrid):
     path, hf = hybrid
     llm = LLM(path, progress=False, max_context=128)
     drafter = build_drafter("mtp:3", llm)
-    target = _TargetHidden(llm.runner, drafter)
+    target = _TargetHidden(llm.runner, hidden_probe(drafter))  # every state, none observed
     target.prefill(SEQ[:-1])
     ref_h = hf.model(torch.tensor([SEQ[:-1]])).last_hidden_state[0]  # after the final norm
     torch.testing.assert_close(target.post, ref_h, rtol=1e-4, atol=1e-4)

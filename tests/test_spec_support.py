@@ -177,3 +177,12 @@ def uninstall_echo_plugin(where: str) -> None:
         while p in sys.path:
             sys.path.remove(p)
     importlib.invalidate_caches()
+
+
+def hidden_probe(drafter):
+    """A drafter that reads the same hidden states but observes nothing, so they all stay available."""
+    from ninfer.drafting import Drafter
+
+    probe = Drafter()
+    probe.uses_hidden, probe.target_layers = True, drafter.target_layers
+    return probe

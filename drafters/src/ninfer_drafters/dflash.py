@@ -71,6 +71,13 @@ class DFlashDrafter(Drafter):
         self.picker = None
 
     @torch.inference_mode()
+    def observe(self, context: DraftContext) -> int:
+        """Inject the prompt's context keys/values chunk by chunk during the prefill."""
+        feats = torch.cat([context.layer_hidden[i] for i in self.model.target_layer_ids], dim=-1)
+        self.model.add_context(feats, context.hidden_start)
+        return feats.shape[0]
+
+    @torch.inference_mode()
     def propose(self, context: DraftContext) -> Proposal:
         m, seq, s = self.model, context.token_ids, context.hidden_start
         feats = [context.layer_hidden.get(i) for i in m.target_layer_ids]

@@ -117,6 +117,18 @@ class MTPDrafter(Drafter):
         return hd.layers[0](x, ctx)  # [n, H] before the head's final norm
 
     @torch.inference_mode()
+    def observe(self, context: DraftContext) -> int:
+        """Prefill the head's cache from the prompt: position t needs token t + 1, so the prompt's last
+        position waits for the first propose."""
+        h = context.hidden if self.hidden_kind == "post" else context.hidden_pre_norm
+        s = context.hidden_start
+        n = min(h.shape[0], len(context.token_ids) - 1 - s)
+        if n <= 0:
+            return 0
+        self._step(h[:n], context.token_ids[s + 1: s + 1 + n], s)
+        return n
+
+    @torch.inference_mode()
     def propose(self, context: DraftContext) -> Proposal:
         h = context.hidden if self.hidden_kind == "post" else context.hidden_pre_norm
         seq, s = context.token_ids, context.hidden_start

@@ -80,6 +80,17 @@ class Drafter:
     def propose(self, context: DraftContext) -> list[int] | Proposal:
         raise NotImplementedError
 
+    def observe(self, context: DraftContext) -> int:
+        """Optional, for drafters that read hidden states: during the prefill, take in the prompt's
+        states chunk by chunk (``context.hidden*`` cover ``hidden_start`` onwards, all within
+        ``token_ids``); return how many leading rows are consumed, which the first ``propose`` then
+        does not get again. Rows given again must be handled idempotently."""
+        return 0
+
+    @property
+    def observes(self) -> bool:
+        return type(self).observe is not Drafter.observe
+
     # helpers for subclasses
     def int_arg(self, default: int) -> int:
         if self.arg is None or self.arg == "":
@@ -155,6 +166,17 @@ class Composite(Drafter):
     def reset(self) -> None:
         for d in self.drafters:
             d.reset()
+
+    def _readers(self) -> list[Drafter]:
+        return [d for d in self.drafters if d.uses_hidden or d.target_layers]
+
+    @property
+    def observes(self) -> bool:
+        return bool(self._readers()) and all(d.observes for d in self._readers())
+
+    def observe(self, context: DraftContext) -> int:
+        # rows stay until every reader has them; a reader sees the rest again at its first propose
+        return min(d.observe(context) for d in self._readers())
 
     def propose(self, context: DraftContext) -> Proposal:
         toks: list[int] = []

@@ -112,7 +112,7 @@ class _TargetHidden:
     """Captures, per target forward, what hidden-state drafters read."""
 
     def __init__(self, runner, drafter):
-        self.runner = runner
+        self.runner, self.drafter = runner, drafter
         self.want = drafter.uses_hidden or bool(drafter.target_layers)
         self.taps = LayerTaps(runner, drafter.target_layers) if drafter.target_layers else None
         # the final hidden states are kept only for drafters that read them (the last tapped layer's
@@ -121,31 +121,48 @@ class _TargetHidden:
         self.start, self.post, self.pre, self.layers = 0, None, None, {}
 
     def prefill(self, ids: list[int]) -> torch.Tensor:
-        """Run the whole prompt (no prefix reuse: drafters need every position's hidden state)."""
+        """Run the whole prompt (no prefix reuse: drafters need every position's hidden state). A
+        drafter that observes takes the states in chunk by chunk; for others they are gathered."""
         r = self.runner
         if not self.want:
             return r.prefill(ids)
         r.reset()
-        post, pre, layers = [], [], []
+        self.start, self.post, self.pre, self.layers = 0, None, None, {}
+        chunks = []
         with torch.inference_mode():
             for i in range(0, len(ids), r.prefill_chunk):
                 chunk = ids[i: i + r.prefill_chunk]
                 h = r.forward(chunk, "prefill")
-                if self.keep_final:
-                    post.append(h)
-                    pre.append(r.last_ctx.hidden_pre_norm)
-                if self.taps is not None:
-                    layers.append(self.taps.take(len(chunk)))
+                got = (h, r.last_ctx.hidden_pre_norm, self.taps.take(len(chunk)) if self.taps else {})
+                if not self.drafter.observes:
+                    chunks.append(got)
+                    continue
+                self._append([got])
+                ctx = DraftContext(ids, len(ids), 0, self.start, self.post, self.pre, self.layers)
+                self._drop(self.drafter.observe(ctx))
+            if chunks:
+                self._append(chunks)
             r.last_hidden = h[-1:]
-            self.post, self.pre = (torch.cat(post), torch.cat(pre)) if self.keep_final else (None, None)
-            self.start = 0
-            if self.taps is not None:
-                self._set_layers({i: torch.cat([c[i] for c in layers]) for i in self.taps.layers}, len(ids))
             return r.model.logits(h[-1:])[0]
 
-    def _set_layers(self, got: dict, keep: int) -> None:
+    def _append(self, chunks: list) -> None:
+        """chunks: (final hidden [T, H], pre-norm [T, H], {layer: [T, H]}) of consecutive forwards."""
         last = len(self.runner.model.layers) - 1  # its output, as transformers reports it, is after the norm
-        self.layers = {i: (self.post if i == last else got[i])[:keep] for i in self.taps.layers}
+        if self.keep_final:
+            self.post = torch.cat(([self.post] if self.post is not None else []) + [c[0] for c in chunks])
+            self.pre = torch.cat(([self.pre] if self.pre is not None else []) + [c[1] for c in chunks])
+        if self.taps is not None:
+            self.layers = {i: torch.cat(([self.layers[i]] if i in self.layers else [])
+                                        + [c[0] if i == last else c[2][i] for c in chunks])
+                           for i in self.taps.layers}
+
+    def _drop(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.start += n
+        if self.post is not None:
+            self.post, self.pre = self.post[n:], self.pre[n:]
+        self.layers = {i: v[n:] for i, v in self.layers.items()}
 
     def verify(self, tokens: list[int]) -> torch.Tensor:
         """The target forward over [last, drafts]: logits [k+1, V] (CUDA graphs replay the taps' copies)."""
@@ -156,12 +173,11 @@ class _TargetHidden:
         if not self.want:
             return
         r = self.runner
-        self.start = start
-        if self.keep_final:
-            self.post = r.last_hidden[:keep]
-            self.pre = r.last_ctx.hidden_pre_norm[:keep].clone()  # a graph's static buffer is reused by the next replay
-        if self.taps is not None:
-            self._set_layers(self.taps.take(r.last_hidden.shape[0]), keep)
+        self.start, self.post, self.pre, self.layers = start, None, None, {}
+        # pre-norm states live in a graph's static buffer that the next replay reuses: copy them
+        got = (r.last_hidden[:keep], r.last_ctx.hidden_pre_norm[:keep].clone(),
+               {i: v[:keep] for i, v in self.taps.take(r.last_hidden.shape[0]).items()} if self.taps else {})
+        self._append([got])
 
 
 def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
