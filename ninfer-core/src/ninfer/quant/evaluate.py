@@ -52,6 +52,31 @@ def _linears(obj, seen=None):
 
 
 @contextlib.contextmanager
+def gptq_weights(llm, calibration_ids: list[int], bits: int, group_size: int, symmetric: bool = True,
+                 scale_dtype: torch.dtype = torch.bfloat16):
+    """Like :func:`rtn_weights` with GPTQ, calibrated on one forward of ``calibration_ids``."""
+    from .gptq_solve import gptq_quantize, linear_input_hessians
+    from .load import _target
+
+    hessians = linear_input_hessians(llm, calibration_ids)
+    saved = []
+    for path, h in hessians.items():
+        lin, _ = _target(llm.model, path)
+        g = group_for(lin.in_features, group_size)
+        if lin is llm.model.lm_head or g is None:
+            continue
+        saved.append((lin, lin.weight))
+        lin.weight = gptq_quantize(lin.weight.cpu(), h.cpu(), bits, g, symmetric, scale_dtype).to(lin.weight.device)
+    llm.runner.reset()
+    try:
+        yield llm
+    finally:
+        for lin, w in saved:
+            lin.weight = w
+        llm.runner.reset()
+
+
+@contextlib.contextmanager
 def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include_lm_head: bool = False,
                 scale_dtype: torch.dtype = torch.bfloat16):
     """Run ``llm`` with every dense Linear (lm_head only if asked, as ``ninfer quantize`` does)

@@ -9,54 +9,62 @@ see earlier layers' quantisation). Fine for the small models ninfer quantises on
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from .layout import QuantWeight, pack_codes
 
 
 @torch.inference_mode()
-def collect_hessians(src: str, calibration: str | list[int], progress: bool = True, max_tokens: int = 2048
-                     ) -> dict[str, torch.Tensor]:
-    """checkpoint tensor name -> H [K, K] float32 (mean of x x^T over calibration tokens)."""
+def linear_input_hessians(llm, ids: list[int]) -> dict[str, torch.Tensor]:
+    """Our Linear parameter path -> H [K, K] float32: mean x x^T of its inputs over one forward of ``ids``."""
     from ..layers.linear import Linear
-    from ..llm import LLM
-    from ..models import ARCHITECTURES
     from .load import _target
 
-    llm = LLM(model=src, backend="reference", device="cpu", dtype=torch.float32, progress=progress,
-              max_context=max_tokens + 1)
-    ids = llm.tokenizer.encode(calibration) if isinstance(calibration, str) else list(calibration)
-    ids = ids[:max_tokens]
-    owner: dict[int, str] = {}  # id(weight tensor) -> our parameter path
+    owner: dict[int, str] = {}  # id(weight tensor) -> parameter path
     for path in llm.model.weight_sources():
         obj, attr = _target(llm.model, path)
         if isinstance(obj, Linear) and attr == "weight":
             owner[id(obj.weight)] = path
     sums: dict[str, torch.Tensor] = {}
     dense = llm.ops.impls["linear"]
-    fn = dense.fn
 
     def recording_linear(x, w, b=None):
         path = owner.get(id(w))
         if path is not None:
             xf = x.reshape(-1, x.shape[-1]).float()
             sums[path] = sums.get(path, 0) + xf.t() @ xf  # [K, K]
-        return fn(x, w, b)
+        return dense.fn(x, w, b)
 
-    llm.ops.impls["linear"] = type(dense)(**{**dense.__dict__, "fn": recording_linear})
+    llm.ops.impls["linear"] = dataclasses.replace(dense, fn=recording_linear)
     try:
         llm.runner.reset()
-        llm.runner.forward(ids, "prefill")
+        for i in range(0, len(ids), 512):
+            llm.runner.forward(ids[i: i + 512], "prefill")
     finally:
         llm.ops.impls["linear"] = dense
+        llm.runner.reset()
+    return {path: h / len(ids) for path, h in sums.items()}
+
+
+def collect_hessians(src: str, calibration: str | list[int], progress: bool = True, max_tokens: int = 2048
+                     ) -> dict[str, torch.Tensor]:
+    """Checkpoint tensor name -> H for every Linear of the model at ``src`` (loaded unquantised on the CPU)."""
+    from ..llm import LLM
+    from ..models import ARCHITECTURES
+
+    llm = LLM(model=src, backend="reference", device="cpu", dtype=torch.float32, progress=progress,
+              max_context=max_tokens + 1, quantized_weights=False)
+    ids = llm.tokenizer.encode(calibration) if isinstance(calibration, str) else list(calibration)
+    per_path = linear_input_hessians(llm, ids[:max_tokens])
     arch = ARCHITECTURES[llm.config.architecture]
     names = set(llm.checkpoint.tensor_names())
     out = {}
     for path, canon in llm.model.weight_sources().items():
-        if path in sums:
-            for c in canon:
-                name = next((n for n in arch.names(c) if n in names), c)
-                out[name] = sums[path] / len(ids)
+        if path in per_path:
+            for c in canon:  # fused parts (q|k|v, gate|up) share their input, so their H
+                out[next((n for n in arch.names(c) if n in names), c)] = per_path[path]
     return out
 
 

@@ -25,6 +25,7 @@ from ..errors import NinferError
 
 KV_FORMATS = ("bf16", "int8", "int4", "int4_norot")
 INT8_GROUP = 64
+INT4_GROUP = 64  # per token and head for head_dim 64
 
 
 @dataclass
@@ -38,6 +39,8 @@ class QuantKVPool:
     group: int
     head_dim: int
     rotate: bool = False  # block Hadamard applied before quantising (int4 K)
+    center: torch.Tensor | None = None  # float32 [Hk, D]: K's per-channel offset, subtracted before quantising
+    centered: bool = False  # whether ``center`` has been set (by the first write)
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -73,18 +76,20 @@ def rotate(x: torch.Tensor) -> torch.Tensor:
 def make_pool(fmt: str, is_key: bool, num_blocks: int, block_size: int, kv_heads: int, head_dim: int,
               device) -> QuantKVPool:
     shape = (num_blocks, block_size, kv_heads)
+    center = torch.zeros(kv_heads, head_dim, dtype=torch.float32, device=device) if is_key else None
     if fmt == "int8":
         g = INT8_GROUP if head_dim % INT8_GROUP == 0 else head_dim
         return QuantKVPool(torch.zeros(*shape, head_dim, dtype=torch.int8, device=device),
                            torch.zeros(*shape, head_dim // g, dtype=torch.float16, device=device), None,
-                           8, g, head_dim)
+                           8, g, head_dim, center=center)
     if fmt in ("int4", "int4_norot"):
         if head_dim % 2:
             raise NinferError(f"An int4 KV cache needs an even head_dim, got {head_dim}; use --kv-cache int8.")
+        g = INT4_GROUP if head_dim % INT4_GROUP == 0 else head_dim
         return QuantKVPool(torch.zeros(*shape, head_dim // 2, dtype=torch.uint8, device=device),
-                           torch.zeros(*shape, 1, dtype=torch.float16, device=device),
-                           torch.zeros(*shape, 1, dtype=torch.float16, device=device),
-                           4, head_dim, head_dim, rotate=is_key and fmt == "int4")
+                           torch.zeros(*shape, head_dim // g, dtype=torch.float16, device=device),
+                           torch.zeros(*shape, head_dim // g, dtype=torch.float16, device=device),
+                           4, g, head_dim, rotate=is_key and fmt == "int4", center=center)
     raise NinferError(f"Unknown KV cache format {fmt!r}; choose one of {', '.join(KV_FORMATS)}.")
 
 
@@ -94,7 +99,8 @@ def bytes_per_token(fmt: str, num_layers: int, kv_heads: int, head_dim: int, dty
         g = INT8_GROUP if head_dim % INT8_GROUP == 0 else head_dim
         per_head = head_dim + 2 * head_dim // g
     elif fmt in ("int4", "int4_norot"):
-        per_head = head_dim // 2 + 4
+        g = INT4_GROUP if head_dim % INT4_GROUP == 0 else head_dim
+        per_head = head_dim // 2 + 4 * head_dim // g
     else:
         per_head = head_dim * torch.empty((), dtype=dtype).element_size()
     return 2 * num_layers * kv_heads * per_head
@@ -104,6 +110,11 @@ def bytes_per_token(fmt: str, num_layers: int, kv_heads: int, head_dim: int, dty
 def quantize_vectors(x: torch.Tensor, pool: QuantKVPool):
     """x: [T, Hk, D] float -> (data, scale, offset) shaped like pool entries for T tokens."""
     xf = x.float()
+    if pool.center is not None:
+        if not pool.centered:  # the first write fixes the offset: the mean key of the first chunk
+            pool.center.copy_(xf.mean(0))
+            pool.centered = True
+        xf = xf - pool.center
     if pool.rotate:
         xf = rotate(xf)
     t, hk, d = xf.shape

@@ -27,8 +27,8 @@ def negative_log_likelihoods(llm, ids: list[int], chunk: int = 512) -> torch.Ten
             inputs = win[c0: min(c0 + chunk, len(win) - 1)]
             targets = torch.tensor(win[c0 + 1: c0 + 1 + len(inputs)], dtype=torch.int64)
             hidden = runner.forward(inputs, "prefill")  # [T, H]
-            logp = torch.log_softmax(llm.model.logits(hidden).double(), dim=-1).cpu()  # [T, V]
-            out.append(-logp.gather(1, targets[:, None])[:, 0])
+            logp = torch.log_softmax(llm.model.logits(hidden).float(), dim=-1).cpu()  # [T, V]
+            out.append(-logp.gather(1, targets[:, None])[:, 0].double())
     runner.reset()
     return torch.cat(out)
 

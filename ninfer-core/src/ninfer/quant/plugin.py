@@ -11,9 +11,15 @@ QUANT_KV_FORMATS = ("int8", "int4", "int4_norot")
 
 @hookimpl
 def ninfer_register_gemm(register):
+    from . import gpu
+
     for layout in LAYOUTS.values():
         register(OpImpl(op="linear", backend="reference", fn=linear, name=f"reference.linear_{layout}",
                         weight_layout=layout))
+        for backend, dtypes in gpu.BACKENDS.items():  # the fused-dequant GEMV, by backend name
+            register(OpImpl(op="linear", backend=backend, fn=gpu.quant_linear, weight_layout=layout, priority=10,
+                            name=f"{backend}.qgemv_{layout} (T<=16) + dequant/cuBLAS (prefill)",
+                            supports=lambda spec, d=dtypes: spec.type == "cuda" and spec.dtype in d))
 
 
 @hookimpl

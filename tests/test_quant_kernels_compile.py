@@ -1,0 +1,40 @@
+"""The grouped-int GEMV compiles with NVRTC (no GPU) for every arch the backends claim, with every
+entry point the launcher calls, and is registered for each GPU backend by weight layout."""
+
+import pytest
+import torch
+
+pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings (requirements-test.txt)")
+
+from ninfer.quant import gpu  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NINFER_KERNEL_CACHE", str(tmp_path / "kernels"))
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_86", "sm_89", "sm_90", "sm_120"])
+def test_qgemv_compiles(arch):
+    cubin = gpu.compile_for(arch, use_cache=False)
+    assert cubin[:4] == b"\x7fELF"
+    assert [k for k in gpu.kernel_names(arch) if k.encode() + b"\0" not in cubin] == []
+    assert (b"qgemv_bf16" in cubin) == (arch != "sm_75")  # Turing serves fp16 only
+
+
+def test_registered_for_every_gpu_backend():
+    from ninfer.ops import all_impls
+
+    got = {(i.backend, i.weight_layout) for i in all_impls() if i.op == "linear" and i.fn is gpu.quant_linear}
+    assert got == {(b, lay) for b in gpu.BACKENDS for lay in ("int8_grouped", "int4_grouped")}
+
+
+def test_gpu_params_fold_zero_points_into_offsets():
+    from ninfer.quant.layout import dequantize, quantize_rtn, unpack_codes
+
+    torch.manual_seed(0)
+    for sym in (True, False):
+        q = quantize_rtn(torch.randn(8, 64), 4, 32, sym, torch.float32)
+        s, o = gpu.gpu_params(q)
+        u = unpack_codes(q.qweight, 4).float().view(8, 2, 32)
+        torch.testing.assert_close((u * s[..., None] + o[..., None]).view(8, 64), dequantize(q))
