@@ -44,7 +44,7 @@ def graph_us(fn) -> float:
 
 
 def launchers(backend: str, fused: bool, splitk: str = "1"):
-    os.environ["NINFER_FUSED"] = "1" if fused else "0"
+    os.environ["NINFER_FUSED"] = "add_rms_norm,rope_write_kv,linear_silu_mul,attention_merge" if fused else "0"
     os.environ["NINFER_GEMV_SPLITK"] = splitk
     return make_ops(installed_backends()[backend].kernels)
 

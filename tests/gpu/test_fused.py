@@ -14,12 +14,13 @@ from ninfer.kernels.ops import make_ops
 from ninfer.reference import ops as ref
 
 TOL = 1e-2
+ALL_FUSIONS = "add_rms_norm,rope_write_kv,linear_silu_mul,attention_merge"  # the opt-in merge too
 
 
 @pytest.fixture(params=["fused", "unfused"])
 def launchers(request, backend, monkeypatch):
     """The backend's launchers built with the fusions on or off (NINFER_FUSED is read when they are made)."""
-    monkeypatch.setenv("NINFER_FUSED", "1" if request.param == "fused" else "0")
+    monkeypatch.setenv("NINFER_FUSED", ALL_FUSIONS if request.param == "fused" else "0")
     return make_ops(installed_backends()[backend].kernels)
 
 

@@ -26,7 +26,8 @@ def randn(*shape, dtype, scale=1.0):
 
 @pytest.mark.parametrize("T", [1, 3, 8, 16, 64])
 @pytest.mark.parametrize("K,N,bias", [(4096, 6144, False), (4096, 24576, False), (12288, 4096, False),
-                                      (5120, 1024, True), (17408, 5120, False), (4096, 151936, False)])
+                                      (5120, 1024, True), (17408, 5120, False), (4096, 151936, False),
+                                      (6144, 5120, False)])  # split-K 2 at one token (kernels/ops.py:split_k)
 def test_linear(backend, T, K, N, bias):
     for dtype in backend_dtypes(backend):
         ops = opset(backend, dtype)

@@ -51,8 +51,8 @@ def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
 
 def make_paged_attention(lib: KernelLibrary):
     warps = lib.tuning("NINFER_ATTN_WARPS", 4)
-    # The split kernel's last block per (kv head, row chunk) merges the splits (no combine launch) while
-    # the splits fit its shared weights; NINFER_FUSED=0 keeps the separate combine kernel (A/B).
+    # Opt-in (NINFER_FUSED=...,attention_merge): the split kernel's last block per (kv head, row chunk)
+    # merges the splits, no combine launch, while they fit its shared weights. Slower on the H200.
     combine_in_split = fusion_enabled("attention_merge")
     counters: dict[int, torch.Tensor] = {}  # device -> int32 split counters, zero between launches
 

@@ -30,13 +30,18 @@ def _width(ntok: int) -> int:
     return next(w for w in GEMV_WIDTHS if w >= ntok)
 
 
-def split_k(N: int) -> int:
+def split_k(N: int, K: int) -> int:
     """Warps per row of the decode GEMV: short matrices split K so that enough loads are in flight.
-    ``NINFER_GEMV_SPLITK=0`` turns it off, ``=2`` / ``=4`` forces that split (A/B measurements)."""
+    ``NINFER_GEMV_SPLITK=0`` turns it off, ``=2`` / ``=4`` forces that split (A/B measurements).
+    The rule is the fastest split per shape measured on the H200 (bench/fused_ops.py, bench/RESULTS.md)."""
     forced = os.environ.get("NINFER_GEMV_SPLITK", "1")
     if forced in ("0", "2", "4"):
         return max(1, int(forced))
-    return 4 if N <= 8192 else 2 if N <= 12288 else 1  # bench/RESULTS.md: 4 beat 2 at 6144 rows
+    if N > 16384:  # gate_up, lm_head: enough rows to stream unsplit (not measured split)
+        return 1
+    if K <= 5120 or N <= 4096:  # 1024..16384 x 4096/5120 and 4096 x 14336: 4 fastest
+        return 4
+    return 2 if K <= 8192 else 1  # 5120 x 6144: 2; 5120 x 17408: 1
 
 
 def make_ops(lib: KernelLibrary) -> dict:
@@ -57,7 +62,7 @@ def make_ops(lib: KernelLibrary) -> dict:
         if not _aligned(x2, weight):
             return F.linear(x, weight, bias)
         y = torch.empty(T, N, dtype=x.dtype, device=x.device)  # [T, N]
-        sk = split_k(N) if T == 1 and warps % 4 == 0 else 1
+        sk = split_k(N, K) if T == 1 and warps % 4 == 0 else 1
         if sk > 1:
             rows = warps // sk
             lib.module(x.device)[f"gemv_{s}_t1_k{sk}"](((N + rows - 1) // rows,), (warps * 32,),

@@ -145,30 +145,27 @@ __device__ __forceinline__ void split_partials(const T *__restrict__ q, const T 
 // The last block of a (kv head, row chunk) to finish its split merges every split of its rows into
 // out, as attention_combine does, so decode needs no second launch. counters[z * Hk + kvh] counts the
 // finished splits; that last block sets it back to 0 for the next launch (graph replays included).
-// Needs S <= CMAX (the split weights live in s_p) and R * D a multiple of NW * 32. The merge is latency
-// on the critical path: each thread keeps all its outputs' loads of one split, 4 splits deep, in flight.
+// Needs S <= CMAX: the split weights live in s_p. Opt-in (NINFER_FUSED=...,attention_merge): on the H200
+// at 512 context it took 14.4 us a call against 10.2 us for split + combine kernels (bench/RESULTS.md).
 template <typename T, int D, int R, int CMAX, int NW>
 __device__ __forceinline__ void combine_in_last_block(const float *part_o, const float *part_ml,
                                                       const i64 *__restrict__ positions, T *__restrict__ out,
                                                       int *__restrict__ counters, int Hq, int Hk, int S, int C,
                                                       int row0, int nr, float (*s_p)[CMAX]) {
-    constexpr int PER = R * D / (NW * 32);  // outputs per thread
     __shared__ int s_last;
     __shared__ float s_den[R];
     const int kvh = blockIdx.x, grp = Hq / Hk;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    __syncthreads();  // every thread's partials are written; one fence publishes them (cumulative)
+    __threadfence();  // this block's partials are visible to the block that merges them
+    __syncthreads();
     if (threadIdx.x == 0) {
-        __threadfence();
         int *counter = counters + blockIdx.z * Hk + kvh;
         s_last = atomicAdd(counter, 1) == S - 1;
-        if (s_last) {
-            *counter = 0;
-            __threadfence();  // the other splits' partials, seen through this block's reads below
-        }
+        if (s_last) *counter = 0;
     }
     __syncthreads();
     if (!s_last) return;
+    __threadfence();
     for (int r = warp; r < nr; r += NW) {  // a warp per row: the split weights exp(m_s - max m)
         const i64 o = out_index(row0 + r, grp, Hq, kvh);
         const int ns = min(S, (int)((positions[(row0 + r) / grp] + C) / C));
@@ -187,31 +184,15 @@ __device__ __forceinline__ void combine_in_last_block(const float *part_o, const
         if (lane == 0) s_den[r] = l;
     }
     __syncthreads();
-    float num[PER];
-    int ns_k[PER];
-    const float *po[PER];
-    int ns_max = 0;
-#pragma unroll
-    for (int k = 0; k < PER; k++) {
-        const int i = threadIdx.x + k * NW * 32, r = i / D, d = i % D;
-        const int rr = min(r, nr - 1);
-        num[k] = 0.f;
-        ns_k[k] = r < nr ? min(S, (int)((positions[(row0 + rr) / grp] + C) / C)) : 0;
-        ns_max = max(ns_max, ns_k[k]);
-        po[k] = part_o + out_index(row0 + rr, grp, Hq, kvh) * S * D + d;
-    }
+    for (int i = threadIdx.x; i < nr * D; i += blockDim.x) {
+        const int r = i / D, d = i % D;
+        const i64 o = out_index(row0 + r, grp, Hq, kvh);
+        const int ns = min(S, (int)((positions[(row0 + r) / grp] + C) / C));
+        const float *po = part_o + o * S * D + d;
+        float num = 0.f;
 #pragma unroll 4
-    for (int s = 0; s < ns_max; s++) {
-#pragma unroll
-        for (int k = 0; k < PER; k++) {
-            const int r = (threadIdx.x + k * NW * 32) / D;
-            if (s < ns_k[k]) num[k] = fmaf(s_p[r][s], __ldcg(po[k] + (i64)s * D), num[k]);
-        }
-    }
-#pragma unroll
-    for (int k = 0; k < PER; k++) {
-        const int i = threadIdx.x + k * NW * 32, r = i / D, d = i % D;
-        if (r < nr) out[out_index(row0 + r, grp, Hq, kvh) * D + d] = from_f<T>(num[k] / s_den[r]);
+        for (int s = 0; s < ns; s++) num = fmaf(s_p[r][s], __ldcg(po + (i64)s * D), num);
+        out[o * D + d] = from_f<T>(num / s_den[r]);
     }
 }
 
