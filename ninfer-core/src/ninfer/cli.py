@@ -15,16 +15,41 @@ def model_options(f):
     f = click.option("--seed", type=int, default=None, help="Random seed for sampling.")(f)
     f = click.option("--temperature", type=float, default=0.0, show_default=True, help="0 is greedy.")(f)
     f = click.option("--max-tokens", type=int, default=256, show_default=True)(f)
-    f = click.option("--max-context", type=int, default=None, help="Context length to reserve KV cache for.")(f)
+    f = click.option("--max-context", type=_CONTEXT, default=None,
+                     help="Context length to reserve KV cache for, or auto: the longest that fits the GPU.")(f)
+    f = click.option("--kv-cache", type=click.Choice(["auto", "bf16", "int8", "int4"]), default="auto",
+                     expose_value=False, callback=_remember, help="KV cache format.")(f)
     f = click.option("--backend", default="auto", show_default=True, help="Backend name, or auto.")(f)
     f = click.option("--model", "-m", default=None, help="HF model directory or .gguf file (default: SmolLM2-135M).")(f)
     return f
 
 
+def _remember(ctx, param, value):  # options every command shares reach LLM without new parameters
+    ctx.meta[f"ninfer.{param.name}"] = value
+    return value
+
+
+class _ContextLength(click.ParamType):
+    name = "tokens|auto"
+
+    def convert(self, value, param, ctx):
+        if value is None or value == "auto" or isinstance(value, int):
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of tokens or auto", param, ctx)
+
+
+_CONTEXT = _ContextLength()
+
+
 def _load(model, backend, max_context, **kw):
     from .llm import LLM
 
-    return LLM(model=model, backend=backend, max_context=max_context, **kw)
+    ctx = click.get_current_context(silent=True)
+    kv = ctx.meta.get("ninfer.kv_cache", "auto") if ctx else "auto"
+    return LLM(model=model, backend=backend, max_context=max_context, kv_cache=kv, **kw)
 
 
 @click.group()
@@ -46,7 +71,8 @@ def run(prompt, model, backend, max_context, max_tokens, temperature, seed, top_
     from .config.sampling import SamplingParams
 
     llm = _load(model, backend, max_context, draft=draft)
-    click.echo(f"loaded {llm.model_name} on {llm.device} ({llm.backend}) in {llm.load_seconds:.1f}s", err=True)
+    click.echo(f"loaded {llm.model_name} on {llm.device} ({llm.backend}) in {llm.load_seconds:.1f}s; "
+               f"context {llm.max_context} tokens, {llm.kv_cache} KV", err=True)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p, top_k=top_k)
     if raw:
         text = prompt

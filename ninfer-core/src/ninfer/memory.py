@@ -46,4 +46,11 @@ def memory_report(model: str | None = None, dtype: torch.dtype = torch.bfloat16)
         "kv cache at 32K tokens": _gb(kv_tok * 32768),
         "recurrent state per sequence": f"{state / 2**20:.1f} MiB",
         "max position embeddings": cfg.max_position_embeddings,
+        **_capacity(ckpt, cfg, arch, dtype),
     }
+
+
+def _capacity(ckpt, cfg, arch, dtype) -> dict:
+    from .quant.capacity import capacity_rows  # the capacity planner, per KV format
+
+    return capacity_rows(ckpt, cfg, arch, dtype)

@@ -89,3 +89,19 @@ def auto_max_context(checkpoint, cfg, arch, device: torch.device, dtype: torch.d
     state = arch.state_bytes(cfg) if hasattr(arch, "state_bytes") else 0
     return plan_max_context(cfg, budget if budget is not None else device_budget(device), kv_format, weights,
                             dtype, state)
+
+
+def capacity_rows(checkpoint, cfg, arch, dtype: torch.dtype, budgets_gb=(16, 24)) -> dict:
+    """``ninfer info`` rows: the longest context per KV format on common card sizes (weights as stored)."""
+    weights = weight_bytes(checkpoint, dtype, keep_gguf=True)
+    state = arch.state_bytes(cfg) if hasattr(arch, "state_bytes") else 0
+    rows = {"weights as loaded on a GPU": f"{weights / 1e9:.2f} GB"}
+    for gb in budgets_gb:
+        cells = []
+        for fmt in ("bf16", "int8", "int4"):
+            try:
+                cells.append(f"{fmt} {plan_max_context(cfg, gb * 2**30, fmt, weights, dtype, state)}")
+            except NinferError:
+                cells.append(f"{fmt} does not fit")
+        rows[f"max context on {gb} GB (KV format)"] = ", ".join(cells)
+    return rows
