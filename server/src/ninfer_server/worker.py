@@ -101,9 +101,23 @@ class EngineWorker:
                 self.counters["generated_tokens"] += n
                 if chunk.finish_reason:
                     record["finish_reason"] = chunk.finish_reason
+                    _log_stats(job.id, chunk.stats or {}, record)
                 if job.cancel.is_set() and not chunk.finish_reason:
                     record["finish_reason"] = "cancelled"  # the engine would stop next step; stop now
                     return
                 job.send("chunk", chunk)
         finally:
             stream.close()
+
+
+def _log_stats(job_id, stats: dict, record: dict) -> None:
+    """One line per finished request: speeds, and with drafters tokens per step and acceptance."""
+    line = (f"request {job_id}: prompt {stats.get('prompt_tokens', 0)} tok "
+            f"({stats.get('prefill_tok_s', 0.0):.0f} tok/s), generated {stats.get('generated_tokens', 0)} tok "
+            f"({stats.get('decode_tok_s', 0.0):.1f} tok/s)")
+    if stats.get("drafted_tokens"):
+        steps = max(stats.get("verify_steps", 0), 1)
+        record["tokens_per_step"] = round(stats["generated_tokens"] / steps, 3)
+        record["acceptance"] = round(stats["accepted_tokens"] / stats["drafted_tokens"], 3)
+        line += f", {record['tokens_per_step']:.2f} tok/step, acceptance {record['acceptance']:.0%}"
+    log.info(line)
