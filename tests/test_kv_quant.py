@@ -68,23 +68,28 @@ def test_int8_pool_layout_and_round_trip():
     assert kc.data.dtype == torch.int8 and tuple(kc.data.shape) == (8, BS, HK, D)
     assert tuple(kc.scale.shape) == (8, BS, HK, D // 64) and kc.scale.dtype == torch.float16
     out, want, (kc, vc, k, v, slots) = _attend("int8", 40)
-    flat = kc.data.view(-1, HK, D)[slots], kc.scale.view(-1, HK, 1)[slots]
-    back = dequantize_vectors(flat[0], flat[1], None, kc)
-    step = flat[1].float()
-    centred = k - kc.center  # the offset is shared by every key, so attention scores keep their softmax
-    assert ((back - centred).abs() <= 0.5 * step + 1e-3 * step).all()  # round to nearest per group of 64
+    assert torch.allclose(kc.center, k.mean(0))  # the first write fixes K's per-channel offset
+    back = dequantize_vectors(kc.data.view(-1, HK, D)[slots], kc.scale.view(-1, HK, 1)[slots], None, kc)
+    stored = rotate(k - kc.center)  # centred (softmax ignores a shift shared by every key), then rotated
+    step = kc.scale.view(-1, HK, 1)[slots].float()
+    assert ((back - stored).abs() <= 0.5 * step + 1e-3 * step).all()  # round to nearest per group of 64
+    vback = dequantize_vectors(vc.data.view(-1, HK, D)[slots], vc.scale.view(-1, HK, 1)[slots], None, vc)
+    assert _rel(rotate(vback), v) < 0.01
     assert _rel(out, want) < 1e-2
 
 
-def test_int4_stores_rotated_keys_and_plain_values():
+def test_int4_stores_rotated_centred_keys_and_rotated_values():
     kc, vc = _pools("int4")
-    assert kc.rotate and not vc.rotate and kc.data.dtype == torch.uint8 and kc.data.shape[-1] == D // 2
+    assert kc.rotate and vc.rotate and kc.data.dtype == torch.uint8 and kc.data.shape[-1] == D // 2
+    assert vc.center is None  # V is not centred: its offset would not cancel in attention
     out, want, (kc, vc, k, v, slots) = _attend("int4", 33)
     kb = dequantize_vectors(kc.data.view(-1, HK, D // 2)[slots], kc.scale.view(-1, HK, 1)[slots],
                             kc.offset.view(-1, HK, 1)[slots], kc)
-    assert torch.allclose(kc.center, k.mean(0))  # the first write fixes K's per-channel offset
-    assert _rel(rotate(kb) + kc.center, k) < 0.15  # stored centred, in the rotated basis
+    assert torch.allclose(kc.center, k.mean(0))
+    assert _rel(rotate(kb) + kc.center, k) < 0.15
     assert _rel(out, want) < 0.15
+    plain_k, plain_v = _pools("int4_norot")
+    assert not plain_k.rotate and not plain_v.rotate
 
 
 def test_rotation_makes_int4_keys_with_outliers_far_better():

@@ -15,10 +15,27 @@ from __future__ import annotations
 
 import torch
 
-from ..weights.gguf_quants import _k_scale_min, _nibbles, _shifts
 from .layout import QuantWeight, pack_codes
 
 KEPT_QUANTISED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
+
+
+def _shifts(*values: int) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.uint8)
+
+
+def _nibbles(qs: torch.Tensor) -> torch.Tensor:
+    """[n, 16] bytes -> [n, 32]: ggml's order, low nibbles are elements 0..15, high nibbles 16..31."""
+    return torch.cat([qs & 0x0F, qs >> 4], dim=1)
+
+
+def _k_scale_min(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Q4_K: 12 bytes hold eight 6-bit scales and eight 6-bit mins -> two [n, 8] (ggml's get_scale_min_k4)."""
+    s = s.reshape(-1, 3, 4)
+    d, m, md = s[:, 0], s[:, 1], s[:, 2]
+    sc = torch.cat([d & 0x3F, (md & 0x0F) | ((d >> 2) & 0x30)], dim=1)
+    mn = torch.cat([m & 0x3F, (md >> 4) | ((m >> 2) & 0x30)], dim=1)
+    return sc, mn
 
 
 def _f16(b: torch.Tensor) -> torch.Tensor:

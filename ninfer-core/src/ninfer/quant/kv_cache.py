@@ -1,4 +1,5 @@
-"""Quantised KV-cache formats: int8 (group 64) and int4 with a block Hadamard rotation of K.
+"""Quantised KV-cache formats: int8 (group 64) and int4 (per token and head), both with a block
+Hadamard rotation and K centring.
 
 A quantised pool stands where a bf16 cache tensor stands (``ctx.kv.k[layer]``), so attention
 layers pass it to ``write_kv`` / ``paged_attention`` unchanged and the op registered for the KV
@@ -6,11 +7,17 @@ format reads it. Per token and head:
 
 - int8: symmetric, one fp16 scale per 64 elements: x ~ q * s, q in [-127, 127].
 - int4: asymmetric, one fp16 scale and one fp16 offset per head vector: x ~ u * s + m, u in 0..15,
-  two codes per byte (even element in the low nibble). K is first rotated by a block-diagonal
-  normalised Hadamard matrix H (after RoPE); since H is orthogonal, attention applies H to the
-  query as well and the scores q.k = (qH).(kH) are unchanged, while the rotation spreads K's outlier
-  channels over the block so 4 bits lose far less (SAW-INT4, QuaRot). "int4_norot" is the same
-  format without the rotation, kept to measure what the rotation buys.
+  two codes per byte (even element in the low nibble).
+
+Two transforms make 4 (and 8) bits enough, both exact in exact arithmetic:
+- K centring: the first write fixes a per-(layer, head) vector c (the mean key of the first chunk) and
+  every key is stored as k - c. Scores q.(k - c) = q.k - q.c differ by a constant per query, which the
+  softmax ignores (SageAttention's "smooth K"); Llama-family keys carry large per-channel offsets
+  (|mean| up to 12 against a spread of ~1 in SmolLM2), which this removes from the quantised range.
+- Rotation: K and V are multiplied by a block-diagonal normalised Hadamard matrix H (after RoPE). H is
+  orthogonal and its own inverse, so attention applies H to the query ((qH).(kH) = q.k) and to its
+  output (sum p (vH) = (sum p v) H), while the rotation spreads outlier channels over the block
+  (SAW-INT4, QuaRot). "int4_norot" is int4 with centring but no rotation, kept to measure the rotation.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from ..errors import NinferError
 KV_FORMATS = ("bf16", "int8", "int4", "int4_norot")
 INT8_GROUP = 64
 INT4_GROUP = 64  # per token and head for head_dim 64
+ROTATE_INT8 = True  # K and V: spreads outlier channels, the int8 step shrinks with the range
+ROTATE_INT4_V = True  # V too (K always): attention rotates its output back
 
 
 @dataclass
@@ -81,7 +90,7 @@ def make_pool(fmt: str, is_key: bool, num_blocks: int, block_size: int, kv_heads
         g = INT8_GROUP if head_dim % INT8_GROUP == 0 else head_dim
         return QuantKVPool(torch.zeros(*shape, head_dim, dtype=torch.int8, device=device),
                            torch.zeros(*shape, head_dim // g, dtype=torch.float16, device=device), None,
-                           8, g, head_dim, center=center)
+                           8, g, head_dim, rotate=ROTATE_INT8, center=center)
     if fmt in ("int4", "int4_norot"):
         if head_dim % 2:
             raise NinferError(f"An int4 KV cache needs an even head_dim, got {head_dim}; use --kv-cache int8.")
@@ -89,7 +98,7 @@ def make_pool(fmt: str, is_key: bool, num_blocks: int, block_size: int, kv_heads
         return QuantKVPool(torch.zeros(*shape, head_dim // 2, dtype=torch.uint8, device=device),
                            torch.zeros(*shape, head_dim // g, dtype=torch.float16, device=device),
                            torch.zeros(*shape, head_dim // g, dtype=torch.float16, device=device),
-                           4, g, head_dim, rotate=is_key and fmt == "int4", center=center)
+                           4, g, head_dim, rotate=fmt == "int4" and (is_key or ROTATE_INT4_V), center=center)
     raise NinferError(f"Unknown KV cache format {fmt!r}; choose one of {', '.join(KV_FORMATS)}.")
 
 

@@ -1,8 +1,9 @@
 """Reference ``write_kv`` and ``paged_attention`` for quantised KV pools (formats int8, int4, int4_norot).
 
 Same contracts as ``ninfer.reference.ops`` with a :class:`QuantKVPool` in place of each cache
-tensor. Semantics kernels must match: the K rotation happens inside the write, the query rotation
-and all dequantisation inside attention; nothing is stored dequantised.
+tensor. Semantics kernels must match: K centring, the K/V rotation and quantisation happen inside the
+write; the query rotation, all dequantisation and the output's inverse rotation inside attention;
+nothing is stored dequantised.
 """
 
 from __future__ import annotations
