@@ -116,20 +116,33 @@ def run_ninfer(runner, ids: list[int], steps: int, device):
     return all_logits, tokens, t_prefill, t_decode
 
 
+def _cache_of(out):
+    # transformers renamed past_key_values to cache; the GPU image (5.17) still has the old name
+    global _CACHE_ARG
+    if getattr(out, "cache", None) is not None:
+        _CACHE_ARG = "cache"
+        return out.cache
+    _CACHE_ARG = "past_key_values"
+    return out.past_key_values
+
+
+_CACHE_ARG = "cache"
+
+
 @torch.inference_mode()
 def run_transformers(model, ids: list[int], steps: int, device):
     x = torch.tensor([ids], device=device)
     model(x[:, :16])  # warm-up
     out, t_prefill = timed(lambda: model(x, use_cache=True), device)
-    cache, token = out.cache, int(out.logits[0, -1].argmax())
+    cache, token = _cache_of(out), int(out.logits[0, -1].argmax())
     tokens = []
 
     def decode():
         nonlocal token, cache
         for _ in range(steps):
             tokens.append(token)
-            o = model(torch.tensor([[token]], device=device), cache=cache, use_cache=True)
-            cache, token = o.cache, int(o.logits[0, -1].argmax())
+            o = model(torch.tensor([[token]], device=device), **{_CACHE_ARG: cache}, use_cache=True)
+            cache, token = _cache_of(o), int(o.logits[0, -1].argmax())
 
     _, t_decode = timed(decode, device)
     return out.logits[0].float(), tokens, t_prefill, t_decode
