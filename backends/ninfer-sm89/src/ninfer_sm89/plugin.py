@@ -1,43 +1,8 @@
-"""Registers the sm89 backend and its kernels with ninfer."""
+"""Registers the sm89 backend and its kernels with ninfer (the hooks are shared by every backend)."""
 
-import torch
+from ninfer.kernels.plugin import backend_hooks
 
-from ninfer.hookspecs import hookimpl
-from ninfer.kernels.fused import FUSED_OPS
-from ninfer.kernels.ops import op_impls
+from . import Sm89Backend
 
-from . import LIBRARY, Sm89Backend
-
-
-def _runs_here(spec) -> bool:
-    return Sm89Backend.check(torch.device("cuda", spec.index))[0]
-
-
-def _impls(ops):
-    return [i for i in op_impls("sm89", LIBRARY, _runs_here) if i.op in ops]
-
-
-@hookimpl
-def ninfer_register_backends(register):
-    register(Sm89Backend)
-
-
-@hookimpl
-def ninfer_register_ops(register):
-    for impl in _impls({"rms_norm", "rms_norm_gated", "rope", "silu_mul", "write_kv", "argmax",
-                        "causal_conv1d_update", "gdn_recurrent", "gdn_recurrent_states", "gdn_chunked"}):
-        register(impl)
-    for impl in _impls(FUSED_OPS):  # drop a name from FUSED_OPS to serve that op by the reference
-        register(impl)
-
-
-@hookimpl
-def ninfer_register_gemm(register):
-    for impl in _impls({"linear"}):
-        register(impl)
-
-
-@hookimpl
-def ninfer_register_attention(register):
-    for impl in _impls({"paged_attention"}):
-        register(impl)
+(ninfer_register_backends, ninfer_register_ops, ninfer_register_gemm,
+ ninfer_register_attention) = backend_hooks(Sm89Backend)
