@@ -78,9 +78,9 @@ def test_int8_pool_layout_and_round_trip():
     assert _rel(out, want) < 1e-2
 
 
-def test_int4_stores_rotated_centred_keys_and_rotated_values():
+def test_int4_stores_rotated_centred_keys_and_plain_values():
     kc, vc = _pools("int4")
-    assert kc.rotate and vc.rotate and kc.data.dtype == torch.uint8 and kc.data.shape[-1] == D // 2
+    assert kc.rotate and not vc.rotate and kc.data.dtype == torch.uint8 and kc.data.shape[-1] == D // 2
     assert vc.center is None  # V is not centred: its offset would not cancel in attention
     out, want, (kc, vc, k, v, slots) = _attend("int4", 33)
     kb = dequantize_vectors(kc.data.view(-1, HK, D // 2)[slots], kc.scale.view(-1, HK, 1)[slots],

@@ -71,8 +71,9 @@ def test_perplexity_matches_transformers(llm):
     assert llm.perplexity(text) == pytest.approx(math.exp(float(nll)), rel=1e-4)
 
 
-# "within x%" is read as "costs at most x%": a variant that happens to score lower (the noise of one
-# 1K-token text is about +-1% for weight perturbations of bf16 size) passes.
+# "within x%" is read as "costs at most x%": a variant that scores lower passes. (int8 RTN weights score
+# ~1% lower than this Q4_1-derived baseline on this text; bf16 rounding of all weights moves it +0.07%,
+# 0.4% random weight noise +0.6%: the int8 drop is systematic and not explained yet.)
 def test_int8_kv_within_half_percent(table):
     assert table["KV int8 (group 64)"] < 0.005
 
@@ -87,8 +88,9 @@ def test_int8_weights_within_1_percent(table):
     assert table["weights int8 g128 RTN"] < 0.01
 
 
-@pytest.mark.xfail(strict=True, reason="not met: int4 g128 RTN re-quantisation of the Q4_1 SmolLM2-135M costs "
-                   "~+50% perplexity (GPTQ ~+43%); see bench/RESULTS.md")
+@pytest.mark.xfail(strict=True, reason="not met: int4 g128 (g64 where the input is 576) RTN re-quantisation of the "
+                   "Q4_1 SmolLM2-135M costs ~+70% perplexity here, GPTQ ~+43% vs RTN +51% on a split; see "
+                   "bench/RESULTS.md")
 def test_int4_g128_weights_within_5_percent(table):
     assert table["weights int4 g128 RTN"] < 0.05
 
