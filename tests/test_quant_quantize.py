@@ -113,3 +113,18 @@ def test_gptq_beats_rtn_on_correlated_inputs():
     err_rtn = (x @ dequantize(quantize_rtn(w, 4, 64, scale_dtype=torch.float32)).t() - y).pow(2).mean()
     err_gptq = (x @ dequantize(gptq_quantize(w, H, 4, 64, scale_dtype=torch.float32)).t() - y).pow(2).mean()
     assert err_gptq < 0.7 * err_rtn, (err_gptq, err_rtn)
+
+
+def test_gptq_calibration_sees_every_linear_input():
+    from ninfer.llm import LLM
+    from ninfer.quant.gptq_solve import linear_input_hessians
+    from ninfer.reference.ops import rms_norm
+
+    llm = LLM(max_context=256, progress=False)
+    ids = llm.tokenizer.encode("When in the Course of human events, it becomes necessary for one people")
+    h = linear_input_hessians(llm, ids)
+    assert len(h) == 4 * llm.config.num_layers  # qkv, o, gate_up (a fused op on the dense path), down
+    x = rms_norm(llm.model.embed_tokens[torch.tensor(ids)], llm.model.layers[0].input_norm.weight,
+                 llm.config.rms_norm_eps)  # layer 0's qkv input, computed independently
+    torch.testing.assert_close(h["layers.0.mixer.qkv.weight"], x.t() @ x / len(ids), rtol=1e-4, atol=1e-5)
+    assert llm.ops.impls["linear"].name == "reference.linear"  # the recording wrappers are gone

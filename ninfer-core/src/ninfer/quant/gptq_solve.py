@@ -28,22 +28,25 @@ def linear_input_hessians(llm, ids: list[int]) -> dict[str, torch.Tensor]:
         if isinstance(obj, Linear) and attr == "weight":
             owner[id(obj.weight)] = path
     sums: dict[str, torch.Tensor] = {}
-    dense = llm.ops.impls["linear"]
 
-    def recording_linear(x, w, b=None):
+    def record(x, w):
         path = owner.get(id(w))
         if path is not None:
             xf = x.reshape(-1, x.shape[-1]).float()
             sums[path] = sums.get(path, 0) + xf.t() @ xf  # [K, K]
-        return dense.fn(x, w, b)
 
-    llm.ops.impls["linear"] = dataclasses.replace(dense, fn=recording_linear)
+    saved = {}
+    for op in ("linear", "linear_silu_mul"):  # every op that multiplies by a Linear's weight
+        impl = llm.ops.impls.get(op)
+        if impl is not None:
+            saved[op] = impl
+            llm.ops.impls[op] = dataclasses.replace(impl, fn=lambda x, w, *a, _fn=impl.fn: (record(x, w), _fn(x, w, *a))[1])
     try:
         llm.runner.reset()
         for i in range(0, len(ids), 512):
             llm.runner.forward(ids[i: i + 512], "prefill")
     finally:
-        llm.ops.impls["linear"] = dense
+        llm.ops.impls.update(saved)
         llm.runner.reset()
     return {path: h / len(ids) for path, h in sums.items()}
 
