@@ -10,9 +10,6 @@
 #ifndef QG_WARPS
 #define QG_WARPS 4
 #endif
-#ifndef QG_UNROLL
-#define QG_UNROLL 4  // 16-byte weight vectors in flight per lane
-#endif
 
 namespace ninfer {
 
@@ -41,40 +38,30 @@ __device__ __forceinline__ void qgemv(const unsigned char *__restrict__ Wq, cons
     float acc[NT];
 #pragma unroll
     for (int t = 0; t < NT; t++) acc[t] = 0.f;
-    // QG_UNROLL 16-byte weight loads in flight per lane before any arithmetic (the dense GEMV's recipe)
-    for (int v0 = lane; v0 < KV; v0 += 32 * QG_UNROLL) {
-        uint4 wv[QG_UNROLL];
+    for (int v = lane; v < KV; v += 32) {
+        const uint4 w = load_stream(Wr + v);
+        const int k0 = v * PER;
+        const float s = __ldg(S + (i64)n * ng + k0 / G), o = __ldg(O + (i64)n * ng + k0 / G);
+        float u[PER];
+        const unsigned int words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-        for (int r = 0; r < QG_UNROLL; r++)
-            if (v0 + 32 * r < KV) wv[r] = load_stream(Wr + v0 + 32 * r);
+        for (int i = 0; i < 4; i++) {
 #pragma unroll
-        for (int r = 0; r < QG_UNROLL; r++) {
-            const int v = v0 + 32 * r;
-            if (v >= KV) break;
-            const uint4 w = wv[r];
-            const int k0 = v * PER;
-            const float s = __ldg(S + (i64)n * ng + k0 / G), o = __ldg(O + (i64)n * ng + k0 / G);
-            float u[PER];
-            const unsigned int words[4] = {w.x, w.y, w.z, w.w};
+            for (int j = 0; j < 32 / BITS; j++)
+                u[i * (32 / BITS) + j] = (float)((words[i] >> (BITS * j)) & ((1u << BITS) - 1));
+        }
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
+        for (int t = 0; t < NT; t++) {
+            if (t < nt) {
+                float xf[PER];
+                load_x<T>(x + (i64)(t0 + t) * K, k0, PER, xf);
+                float dot = 0.f, sx = 0.f;
 #pragma unroll
-                for (int j = 0; j < 32 / BITS; j++)
-                    u[i * (32 / BITS) + j] = (float)((words[i] >> (BITS * j)) & ((1u << BITS) - 1));
-            }
-#pragma unroll
-            for (int t = 0; t < NT; t++) {
-                if (t < nt) {
-                    float xf[PER];
-                    load_x<T>(x + (i64)(t0 + t) * K, k0, PER, xf);
-                    float dot = 0.f, sx = 0.f;
-#pragma unroll
-                    for (int i = 0; i < PER; i++) {
-                        dot = fmaf(u[i], xf[i], dot);
-                        sx += xf[i];
-                    }
-                    acc[t] = fmaf(s, dot, fmaf(o, sx, acc[t]));
+                for (int i = 0; i < PER; i++) {
+                    dot = fmaf(u[i], xf[i], dot);
+                    sx += xf[i];
                 }
+                acc[t] = fmaf(s, dot, fmaf(o, sx, acc[t]));
             }
         }
     }
