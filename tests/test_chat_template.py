@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 
 import pytest
+
 from ninfer.chat.template import DEFAULT_CHATML_TEMPLATE, ChatTemplate
 from ninfer.errors import NinferError
 from ninfer.weights.gguf import GGUFCheckpoint

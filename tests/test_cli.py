@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+
 from ninfer_testing import make_tiny_checkpoint
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import random
 
 import pytest
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, normalizers
+
 from ninfer.engine.detokenizer import IncrementalDetokenizer
 from ninfer.tokenizer import Tokenizer
 from ninfer.weights.gguf import GGUFCheckpoint
-from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, normalizers
 
 POOL = list("abc XYZ 0123\n\t") + ["é", "ß", "Ω", "ж", "日", "本", "語", "한", "😀", "🎉", "👩‍💻", "🇫🇷", "𝔘", "–", "“", "”"]
 

@@ -11,13 +11,13 @@ import sys
 import numpy as np
 import pytest
 import torch
-from ninfer_testing import make_tiny_checkpoint
 from test_spec_support import install_echo_plugin, uninstall_echo_plugin
 
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import Composite, DraftContext, Drafter, Proposal, build_drafter, parse_spec
 from ninfer.errors import NinferError
 from ninfer_drafters.lookup import LookupDrafter, find_continuation
+from ninfer_testing import make_tiny_checkpoint
 
 
 def test_parse_spec():

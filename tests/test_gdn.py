@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+
 from ninfer.reference import gdn
 
 HK, H, DK, DV = 2, 6, 16, 12  # grouped like Qwen3.5 (value heads = 3 x key heads), small dims

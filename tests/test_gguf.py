@@ -13,6 +13,7 @@ import torch
 from gguf import GGMLQuantizationType as Q
 from gguf.quants import dequantize as gguf_dequantize
 from gguf.quants import quantize as gguf_quantize
+
 from ninfer.errors import NinferError
 from ninfer.weights.gguf import GGUFCheckpoint, hf_tensor_name
 from ninfer.weights.gguf_quants import dequantize, q4_1

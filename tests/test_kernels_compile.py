@@ -16,7 +16,7 @@ BACKENDS = ["sm75", "sm86", "sm89", "sm90", "sm120"]
 for b in BACKENDS:  # the repo's sources, installed or not
     sys.path.insert(0, str(ROOT / "backends" / f"ninfer-{b}" / "src"))
 
-pytest.importorskip("cuda.bindings.nvrtc", reason="needs cuda-bindings (requirements-test.txt)")
+import cuda.bindings.nvrtc  # noqa: E402,F401  (requirements-test.txt installs it; a missing one must fail)
 
 
 def library(backend: str):

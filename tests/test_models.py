@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ninfer_testing import make_tiny_checkpoint
 
 from ninfer import LLM, SamplingParams
+from ninfer_testing import make_tiny_checkpoint
 
 ARCHS = ["llama", "qwen2", "qwen3"]
 

@@ -16,8 +16,6 @@ from ninfer.quant.gguf_repack import gguf_quant_weight
 from ninfer.quant.gptq import GPTQDir
 from ninfer.quant.layout import QuantWeight, dequantize, linear, quantize_rtn
 
-ct = pytest.importorskip("compressed_tensors")
-
 
 # -- compressed-tensors ------------------------------------------------------------------------
 def _write_ct_checkpoint(tmp_path, bits, symmetric, group_size, actorder=False):

@@ -14,8 +14,6 @@ from ninfer.quant.gptq_solve import gptq_quantize
 from ninfer.quant.layout import dequantize, quantize_rtn
 from ninfer.quant.quantize import quantize_checkpoint
 
-ct = pytest.importorskip("compressed_tensors")
-
 
 def _ct_reference(ck: CompressedTensorsDir, module: str, qcfg):
     """compressed-tensors' decompressor on the stored tensors, with the scheme it parses from config.json."""

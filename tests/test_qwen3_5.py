@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ninfer_testing import write_byte_tokenizer
+from safetensors.torch import load_file, save_file
+
 from ninfer import LLM, SamplingParams
 from ninfer.errors import NinferError
 from ninfer.weights.safetensors_dir import SafetensorsDir
-from safetensors.torch import load_file, save_file
+from ninfer_testing import write_byte_tokenizer
 
 LAYER_TYPES = ["linear_attention", "full_attention", "linear_attention", "linear_attention",
                "full_attention", "linear_attention"]  # both kinds, a GDN layer last

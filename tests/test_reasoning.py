@@ -3,6 +3,7 @@
 import random
 
 import pytest
+
 from ninfer.chat.reasoning import ReasoningParser, prompt_opens_reasoning, split_reasoning
 from ninfer.chat.tool_parsers import parse_tool_calls
 

@@ -9,10 +9,11 @@ import anthropic
 import httpx
 import msgspec
 import pytest
+from test_server_harness import Server, engine_tokenizer_and_template
+
 from ninfer.chat.tool_parsers import ToolCallDelta
 from ninfer_server.anthropic_api import CountRequest, _message_frames, _messages, signature
 from ninfer_server.generation import Event
-from test_server_harness import Server, engine_tokenizer_and_template
 
 KEY = "anthropic-key"
 MSGS = [{"role": "user", "content": "Hi"}]

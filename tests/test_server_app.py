@@ -7,6 +7,7 @@ import json
 
 import pytest
 from litestar.testing import TestClient
+
 from ninfer.engine.generate import Chunk
 from ninfer.errors import NinferError
 from ninfer_server.app import create_app

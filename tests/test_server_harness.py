@@ -66,9 +66,9 @@ class Server:
 
 def engine_tokenizer_and_template():
     """The tokenizer and chat template the engine uses, read from the same checkpoint."""
-    from ninfer_testing import smollm2_path
     from ninfer.chat.template import ChatTemplate
     from ninfer.weights import open_checkpoint
+    from ninfer_testing import smollm2_path
 
     ckpt = open_checkpoint(smollm2_path())
     st = ckpt.special_tokens()

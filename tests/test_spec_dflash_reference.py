@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from ninfer_testing import make_tiny_checkpoint
 from safetensors.torch import load_file
 from test_spec_support import hidden_probe, write_dflash
 from transformers import Qwen3Config
@@ -24,6 +23,7 @@ from transformers.models.qwen3.modeling_qwen3 import (
 from ninfer import LLM
 from ninfer.drafting import build_drafter
 from ninfer.engine.speculative import _TargetHidden
+from ninfer_testing import make_tiny_checkpoint
 
 SEQ = [5, 17, 42, 99, 123, 7, 5, 17, 42, 61, 250, 88, 5]
 

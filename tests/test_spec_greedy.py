@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ninfer_testing import make_tiny_checkpoint
 from test_spec_support import add_mtp, hidden_probe, write_dflash
 
 from ninfer import LLM, SamplingParams
 from ninfer.drafting import DraftContext, Drafter, build_drafter
 from ninfer.engine.speculative import _TargetHidden
+from ninfer_testing import make_tiny_checkpoint
 
 # a prompt that repeats, so lookup finds matches; random models also fall into loops lookup can follow
 PROMPT = [5, 17, 42, 99, 123, 7, 5, 17, 42, 99, 123, 7, 5, 17, 42, 61, 250, 88, 5, 17]

@@ -13,7 +13,6 @@ import dataclasses
 
 import pytest
 import torch
-from ninfer_testing import make_tiny_checkpoint
 from test_spec_support import add_mtp, write_dflash
 
 from ninfer import LLM, SamplingParams
@@ -21,6 +20,7 @@ from ninfer.drafting import Drafter, Proposal, build_drafter
 from ninfer.engine.runner import ModelRunner
 from ninfer.engine.sampler import Sampler
 from ninfer.engine.speculative import accept
+from ninfer_testing import make_tiny_checkpoint
 
 V = 6
 

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from ninfer.chat.template import ChatTemplate
 from ninfer.errors import NinferError
 from ninfer.tokenizer import Tokenizer

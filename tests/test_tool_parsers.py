@@ -4,6 +4,7 @@ import json
 import random
 
 import pytest
+
 from ninfer.chat.tool_parsers import ToolCallParser, convert_value, parse_tool_calls
 
 TOOLS = [

@@ -6,6 +6,7 @@ import logging
 import os
 
 import click
+
 from ninfer import hookimpl
 
 
@@ -29,6 +30,7 @@ def ninfer_register_commands(cli):
     def serve(model, backend, host, port, api_key, served_model_name, max_context, max_queue, draft, keepalive):
         """Serve a model over OpenAI- and Anthropic-compatible HTTP."""
         import uvicorn
+
         from ninfer.llm import LLM
 
         from .app import create_app
