@@ -83,3 +83,20 @@ def test_prompt_longer_than_context_is_a_clear_error(pair):
     _, llm = pair
     with pytest.raises(ContextLengthError, match="context holds 256"):
         llm.generate(prompt(300), SamplingParams(max_tokens=2))
+
+
+def test_sharded_safetensors_with_index_load(tmp_path):
+    """A checkpoint that transformers splits into shards with an index loads to the same logits."""
+    import os
+
+    hf = make_tiny_checkpoint("qwen2", str(tmp_path / "one"), seed=5)
+    hf.save_pretrained(str(tmp_path / "sharded"), max_shard_size="100KB")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        os.link(tmp_path / "one" / f, tmp_path / "sharded" / f)
+    shards = [f for f in os.listdir(tmp_path / "sharded") if f.endswith(".safetensors")]
+    assert len(shards) > 1 and os.path.exists(tmp_path / "sharded" / "model.safetensors.index.json")
+    llm = LLM(model=str(tmp_path / "sharded"), backend="reference", device="cpu", max_context=64, progress=False)
+    ids = prompt(20, seed=6)
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0, -1]
+    torch.testing.assert_close(llm.runner.prefill(ids), ref, rtol=1e-4, atol=1e-4)
