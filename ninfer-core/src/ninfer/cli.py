@@ -72,7 +72,7 @@ def run(prompt, model, backend, max_context, max_tokens, temperature, seed, top_
 
     llm = _load(model, backend, max_context, draft=draft)
     click.echo(f"loaded {llm.model_name} on {llm.device} ({llm.backend}) in {llm.load_seconds:.1f}s; "
-               f"context {llm.max_context} tokens, {llm.kv_cache} KV", err=True)
+               f"context {llm.max_context} tokens, {_kv_label(llm)} KV", err=True)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p, top_k=top_k)
     if raw:
         text = prompt
@@ -86,6 +86,11 @@ def run(prompt, model, backend, max_context, max_tokens, temperature, seed, top_
         stats = c.stats or stats
     sys.stdout.write("\n")
     _print_stats(stats)
+
+
+def _kv_label(llm) -> str:
+    """The KV format as stored: "bf16" names the model's own dtype (float32 on the CPU)."""
+    return str(llm.dtype).replace("torch.", "") if llm.kv_cache == "bf16" else llm.kv_cache
 
 
 def _print_stats(s):
