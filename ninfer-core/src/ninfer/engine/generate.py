@@ -135,6 +135,14 @@ def check_prompt(runner, prompt_ids: list[int], params: SamplingParams) -> int:
     return room if params.max_tokens is None else min(params.max_tokens, room)
 
 
+def ready_chunk(out, finish: str | None, stats: dict, device: torch.device, t_dec: float) -> Chunk | None:
+    """The text ready to send; the last one carries the finish reason and the request's stats."""
+    chunk = out.take()
+    if chunk is not None and finish:
+        chunk.finish_reason, chunk.stats = finish, finish_stats(stats, device, len(out.out_ids), t_dec)
+    return chunk
+
+
 def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
                     cancel: threading.Event | None = None, drafter=None) -> Iterator[Chunk]:
     if drafter is not None:
@@ -158,12 +166,10 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
             t_dec = time.perf_counter()
         lp = top_logprobs(logits, token, params.logprobs) if params.logprobs is not None else None
         finish = out.add(token, lp)
-        chunk = out.take()
+        chunk = ready_chunk(out, finish, stats, runner.device, t_dec)
         if chunk is not None:
-            if finish:
-                chunk.finish_reason, chunk.stats = finish, finish_stats(stats, runner.device, len(out.out_ids), t_dec)
-                yield chunk
-                return
             yield chunk
+            if finish:
+                return
         logits = runner.decode(token)
         stats["verify_steps"] += 1

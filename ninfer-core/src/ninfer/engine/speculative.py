@@ -19,7 +19,7 @@ from ..config.sampling import SamplingParams
 from ..drafting import DraftContext, as_proposal
 from ..errors import NinferError
 from .cuda_graph import MAX_WIDTH
-from .generate import Chunk, OutputTracker, _sync, check_prompt, finish_stats, new_stats
+from .generate import Chunk, OutputTracker, _sync, check_prompt, new_stats, ready_chunk
 from .sampler import Sampler, top_logprobs
 
 
@@ -201,13 +201,11 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
     lp = top_logprobs(logits, token, params.logprobs) if params.logprobs is not None else None
     finish = out.add(token, lp)
     while True:
-        chunk = out.take()
+        chunk = ready_chunk(out, finish, stats, runner.device, t_dec)
         if chunk is not None:
-            if finish:
-                chunk.finish_reason, chunk.stats = finish, finish_stats(stats, runner.device, len(out.out_ids), t_dec)
-                yield chunk
-                return
             yield chunk
+            if finish:
+                return
         # -- draft ------------------------------------------------------------------------
         seq = prompt_ids + out.out_ids
         base = len(runner.tokens)  # == len(seq) - 1: the last token is not in the cache yet

@@ -15,27 +15,10 @@ from __future__ import annotations
 
 import torch
 
+from ..weights.gguf_quants import k_scale_min, nibbles, shifts
 from .layout import QuantWeight, pack_codes
 
 KEPT_QUANTISED = ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")
-
-
-def _shifts(*values: int) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.uint8)
-
-
-def _nibbles(qs: torch.Tensor) -> torch.Tensor:
-    """[n, 16] bytes -> [n, 32]: ggml's order, low nibbles are elements 0..15, high nibbles 16..31."""
-    return torch.cat([qs & 0x0F, qs >> 4], dim=1)
-
-
-def _k_scale_min(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Q4_K: 12 bytes hold eight 6-bit scales and eight 6-bit mins -> two [n, 8] (ggml's get_scale_min_k4)."""
-    s = s.reshape(-1, 3, 4)
-    d, m, md = s[:, 0], s[:, 1], s[:, 2]
-    sc = torch.cat([d & 0x3F, (md & 0x0F) | ((d >> 2) & 0x30)], dim=1)
-    mn = torch.cat([m & 0x3F, (md >> 4) | ((m >> 2) & 0x30)], dim=1)
-    return sc, mn
 
 
 def _f16(b: torch.Tensor) -> torch.Tensor:
@@ -58,17 +41,17 @@ def gguf_quant_weight(checkpoint, name: str) -> QuantWeight | None:
     if kind in ("Q4_0", "Q4_1"):
         head = 2 if kind == "Q4_0" else 4
         b = raw.view(n, k // 32, head + 16)
-        codes = _nibbles(b[..., head:].reshape(-1, 16)).view(n, k)  # [N, K]
+        codes = nibbles(b[..., head:].reshape(-1, 16)).view(n, k)  # [N, K]
         mins = _f16(b[..., 2:4]) if kind == "Q4_1" else None
         return QuantWeight(pack_codes(codes, 4), _f16(b[..., :2]), 4, 32, k, mins=mins)
     if kind == "Q4_K":
         b = raw.view(-1, 144)  # [N*K/256, 144]
         nb = b.shape[0]
         d, dmin = _f16(b[:, :2]).float(), _f16(b[:, 2:4]).float()
-        sc, mn = _k_scale_min(b[:, 4:16])
+        sc, mn = k_scale_min(b[:, 4:16])
         scales = (d[:, None] * sc.float()).view(n, k // 32)
         mins = -(dmin[:, None] * mn.float()).view(n, k // 32)
-        codes = (b[:, 16:].reshape(nb, 4, 1, 32) >> _shifts(0, 4).reshape(1, 1, 2, 1)) & 0x0F  # [nb, 4, 2, 32]
+        codes = (b[:, 16:].reshape(nb, 4, 1, 32) >> shifts(b, 0, 4).reshape(1, 1, 2, 1)) & 0x0F  # [nb, 4, 2, 32]
         return QuantWeight(pack_codes(codes.reshape(n, k), 4), scales, 4, 32, k, mins=mins)
     # Q6_K
     b = raw.view(-1, 210)
@@ -76,8 +59,8 @@ def gguf_quant_weight(checkpoint, name: str) -> QuantWeight | None:
     ql, qh = b[:, :128], b[:, 128:192]
     sc = b[:, 192:208].contiguous().view(torch.int8).float()  # [nb, 16]
     d = _f16(b[:, 208:210]).float()
-    lo = ((ql.reshape(nb, 2, 1, 64) >> _shifts(0, 4).reshape(1, 1, 2, 1)) & 0x0F).reshape(nb, 8, 32)
-    hi = ((qh.reshape(nb, 2, 1, 32) >> _shifts(0, 2, 4, 6).reshape(1, 1, 4, 1)) & 0x03).reshape(nb, 8, 32)
+    lo = ((ql.reshape(nb, 2, 1, 64) >> shifts(b, 0, 4).reshape(1, 1, 2, 1)) & 0x0F).reshape(nb, 8, 32)
+    hi = ((qh.reshape(nb, 2, 1, 32) >> shifts(b, 0, 2, 4, 6).reshape(1, 1, 4, 1)) & 0x03).reshape(nb, 8, 32)
     codes = (lo | (hi << 4)).reshape(n, k)  # 0..63, value = code - 32
     zeros = torch.full((n, k // 16), 32, dtype=torch.uint8)
     return QuantWeight(pack_codes(codes, 8), (d[:, None] * sc).view(n, k // 16), 8, 16, k, zeros=zeros)
