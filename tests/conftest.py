@@ -10,6 +10,14 @@ import torch
 from ninfer_testing import smollm2_path
 
 
+@pytest.fixture(autouse=True)
+def _verify_full_chains(monkeypatch):
+    """Speculative tests verify every chain a drafter proposes (the losslessness checks must exercise
+    long chains even where a random-weight drafter is never right); the adaptive width choice
+    (ninfer.engine.width) is tested where a test sets NINFER_VERIFY_WIDTH=adaptive."""
+    monkeypatch.setenv("NINFER_VERIFY_WIDTH", "max")
+
+
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> str:
     return smollm2_path()

@@ -33,7 +33,8 @@ def _generate(llm, ids, spec, max_tokens):
         llm.drafter = None
 
 
-def test_lookup_on_a_quoted_passage_is_lossless_and_fast(smol):
+def test_lookup_on_a_quoted_passage_is_lossless_and_fast(smol, monkeypatch):
+    monkeypatch.setenv("NINFER_VERIFY_WIDTH", "adaptive")  # the default: widths chosen by measured cost
     llm, ids = smol
     plain = _generate(llm, ids, None, 40)
     out = _generate(llm, ids, "lookup:16", 40)

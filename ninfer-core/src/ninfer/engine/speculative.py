@@ -21,6 +21,7 @@ from ..errors import NinferError
 from .cuda_graph import MAX_WIDTH
 from .generate import Chunk, OutputTracker, _sync, check_prompt, new_stats, ready_chunk
 from .sampler import Sampler, top_logprobs
+from .width import Acceptance, VerifyCost, WidthPolicy
 
 
 def _penalties_on(p: SamplingParams) -> bool:
@@ -180,6 +181,16 @@ class _TargetHidden:
         self._append([got])
 
 
+def width_policy(runner, drafter) -> WidthPolicy:
+    """The verify-width policy of this runner (its measured verify costs) and drafter (its acceptance),
+    kept across requests."""
+    cost = runner.__dict__.setdefault("verify_cost", VerifyCost())
+    policy = drafter.__dict__.get("_ninfer_width")
+    if policy is None or policy.cost is not cost:
+        policy = drafter.__dict__["_ninfer_width"] = WidthPolicy(cost, Acceptance())
+    return policy
+
+
 def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
                        cancel: threading.Event | None, drafter) -> Iterator[Chunk]:
     limit = check_prompt(runner, prompt_ids, params)
@@ -188,6 +199,7 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
     stats = new_stats(len(prompt_ids))
     stats.update(drafted_tokens=0, accepted_tokens=0, drafters={})
     drafter.reset()
+    policy = width_policy(runner, drafter)
     target = _TargetHidden(runner, drafter)
     llm = getattr(drafter, "llm", None)
     vocab = runner.cfg.vocab_size
@@ -212,17 +224,23 @@ def speculative_stream(runner, tokenizer, prompt_ids: list[int], params: Samplin
         room = min(limit - len(out.out_ids) - 1, runner.max_context - base - 1)
         if getattr(runner, "graphs", None) is not None:  # stay within the widths captured as CUDA graphs
             room = min(room, MAX_WIDTH - 1)
-        ctx = DraftContext(seq, len(prompt_ids), max(room, 0), target.start, target.post, target.pre,
+        want = policy.choose(room)  # tokens worth drafting now, by measured cost and acceptance
+        ctx = DraftContext(seq, len(prompt_ids), want, target.start, target.post, target.pre,
                            target.layers, params, llm, runner)
-        prop = as_proposal(drafter.propose(ctx) if room > 0 else None, drafter.name)
-        draft = prop.tokens[:max(room, 0)]
+        t_draft = time.perf_counter()
+        # a drafter that reads hidden states takes this step's rows in even when asked for nothing
+        prop = as_proposal(drafter.propose(ctx) if want > 0 or (target.want and room > 0) else None, drafter.name)
+        draft = prop.tokens[:want]
         bad = next((i for i, t in enumerate(draft) if not 0 <= t < vocab), None)
         if bad is not None:  # a drafter's token outside the vocabulary cannot be verified: stop there
             draft = draft[:bad]
         sources, q_rows = prop.sources(drafter.name)[:len(draft)], prop.prob_rows()[:len(draft)]
         # -- verify -----------------------------------------------------------------------
+        t_verify = time.perf_counter()
+        policy.record_draft(len(draft), t_verify - t_draft)
         logits = target.verify([token] + draft)  # [k+1, V]
-        n_acc, nxt = accept(logits, draft, q_rows, sampler, prompt_ids, out.out_ids)
+        n_acc, nxt = accept(logits, draft, q_rows, sampler, prompt_ids, out.out_ids)  # reads back: synced
+        policy.record(len(draft), n_acc, time.perf_counter() - t_verify)
         runner.truncate(base + n_acc + 1)
         target.after_verify(base, n_acc + 1)
         stats["verify_steps"] += 1
