@@ -129,6 +129,23 @@ def lossless_check(runner, n_new: int = 48) -> dict:
     return out
 
 
+def chosen_chains(seconds: dict[int, float], room: int) -> dict[float, int]:
+    """The drafted-chain length the runtime width policy would pick on these measured costs, for a
+    drafter whose every position is accepted with probability a (its converged estimates)."""
+    from ninfer.engine.width import Acceptance, VerifyCost, WidthPolicy
+
+    cost = VerifyCost()
+    for w, s in seconds.items():
+        cost.record(w, s)  # the first record of a width is dropped as a warm-up
+        cost.record(w, s)
+    picks = {}
+    for a in (0.3, 0.5, 0.7, 0.8, 0.9, 0.95):
+        acc = Acceptance()
+        acc.accepted, acc.tried = [a * 1e6] * room, [1e6] * room
+        picks[a] = WidthPolicy(cost, acc, mode="adaptive").choose(room)
+    return picks
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", default="qwen3.5-27b")
@@ -170,6 +187,10 @@ def main():
             be = f"{r['break_even_accepted']:.2f}" if r["break_even_accepted"] is not None else "-"
             print(f"{r['width']:>5} {r['ms']:>9.3f} {ratio:>10} {be:>25}")
         out["results"][shape] = rows
+        chosen = chosen_chains({r["width"]: r["ms"] / 1e3 for r in rows}, max(widths) - 1)
+        print("chain the width policy (ninfer.engine.width) picks on these costs, by per-token acceptance: "
+              + ", ".join(f"{a:.1f} -> {d}" for a, d in chosen.items()))
+        out.setdefault("policy", {})[shape] = chosen
         if not a.no_check:
             try:
                 check = lossless_check(runner)
