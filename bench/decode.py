@@ -40,6 +40,32 @@ def copy_bandwidth(nbytes: int = 2 * 1024**3) -> float:
     return 2 * nbytes / sorted(times)[len(times) // 2]
 
 
+def matmul_rate(n: int = 8192) -> float:
+    """bf16 dense matmul FLOP/s on random data (n x n x n, median of 10, events): the prefill ceiling."""
+    a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+    times = []
+    for i in range(13):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        a @ b
+        e1.record()
+        e1.synchronize()
+        if i >= 3:
+            times.append(e0.elapsed_time(e1) / 1e3)
+    return 2 * n ** 3 / sorted(times)[len(times) // 2]
+
+
+def prefill_flops(runner, weights: dict, ctx: int) -> float:
+    """Matrix FLOPs of a prefill of ctx tokens: 2 per weight per token (every weight but the embedding
+    table and lm_head, which runs for the last token only), plus causal attention (QK^T and PV over
+    half the square). The Gated DeltaNet's chunked recurrence is not counted."""
+    cfg = runner.cfg
+    params = sum(t.numel() for p, t in weights.items() if p not in ("embed_tokens", "lm_head.weight"))
+    attn = len(cfg.attention_layers) * 2 * ctx * ctx * cfg.num_heads * cfg.head_dim
+    return 2.0 * params * ctx + attn
+
+
 def step_bytes(runner, weights: dict, ctx: int) -> int:
     """Bytes one decode step at context ctx must move at least."""
     cfg = runner.cfg
@@ -52,7 +78,8 @@ def step_bytes(runner, weights: dict, ctx: int) -> int:
     return rm.weight_bytes(weights) + kv + state
 
 
-def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: int | None) -> dict:
+def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: int | None,
+              flops: float = 0.0) -> dict:
     dtype = torch.bfloat16
     runner, weights = rm.build(shape, backend, "cuda", dtype, ctx + new + 64, layers=layers)
     vocab = runner.cfg.vocab_size
@@ -80,7 +107,8 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
     nbytes = step_bytes(runner, weights, ctx + new // 2)
     row = {"shape": shape, "layers": runner.cfg.num_layers, "backend": backend, "ctx": ctx, "new": new,
            "prefill_tok_s": ctx / t_prefill, "decode_tok_s": tok_s, "step_GB": nbytes / 1e9,
-           "bw_fraction": nbytes * tok_s / bw, "graph_replays": runner.graphs.replays if runner.graphs else 0}
+           "bw_fraction": nbytes * tok_s / bw,
+           "prefill_flop_fraction": prefill_flops(runner, weights, ctx) / t_prefill / flops if flops else None, "graph_replays": runner.graphs.replays if runner.graphs else 0}
     del runner, weights
     torch.cuda.empty_cache()
     return row
@@ -96,22 +124,26 @@ def main():
     ap.add_argument("--json", default=None, help="write the rows here")
     a = ap.parse_args()
     bw = copy_bandwidth()
-    print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s  torch {torch.__version__}", flush=True)
+    flops = matmul_rate()
+    print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s  bf16 matmul {flops / 1e12:.0f} "
+          f"TFLOP/s  torch {torch.__version__}", flush=True)
     rows = []
     for shape in a.shapes.split(","):
         for ctx in (int(c) for c in a.ctx.split(",")):
             try:
-                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers))
+                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops))
                 r = rows[-1]
                 print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend}: decode {r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
-                      f"prefill {r['prefill_tok_s']:8.0f} tok/s", flush=True)
+                      f"prefill {r['prefill_tok_s']:8.0f} tok/s ({r['prefill_flop_fraction']:.2f} of bf16 matmul)",
+                      flush=True)
             except Exception as e:  # one shape failing must not hide the others
                 print(f"FAILED {shape} ctx={ctx}: {type(e).__name__}: {str(e)[:400]}", flush=True)
                 torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "rows": rows}, f, indent=1)
+            json.dump({"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "matmul_flops": flops, "rows": rows},
+                      f, indent=1)
 
 
 if __name__ == "__main__":
