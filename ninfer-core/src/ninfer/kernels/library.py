@@ -26,7 +26,7 @@ GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128")  # gdn_k
 def _family_names(suffix: str) -> list[str]:
     names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
-                                          "write_kv", "argmax", "attention_combine")]
+                                          "write_kv", "argmax", "attention_combine", "gdn_gates")]
     names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "_combine")]
     names += [f"{op}_{suffix}" for op in FUSED_KERNELS]
     names += [n.format(s=suffix) for n in GDN_KERNELS]

@@ -17,6 +17,7 @@ from ..reference import ops as ref
 from .attention import make_paged_attention
 from .fused import make_fused_ops
 from .gdn import make_gdn_ops
+from .gdn_gates import make_gdn_gates
 from .library import DTYPE_SUFFIX, GEMV_WIDTHS, KernelLibrary
 
 GEMV_MAX_TOKENS = GEMV_WIDTHS[-1]  # above this, cuBLAS (prefill)
@@ -162,7 +163,7 @@ def make_ops(lib: KernelLibrary) -> dict:
 
     base = {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
             "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax,
-            "paged_attention": make_paged_attention(lib), **make_gdn_ops(lib)}
+            "paged_attention": make_paged_attention(lib), "gdn_gates": make_gdn_gates(lib), **make_gdn_ops(lib)}
     return {**base, **make_fused_ops(lib, base)}
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from . import register_mixer
 from .linear import Linear
@@ -59,6 +58,7 @@ class GatedDeltaNet:
         self.A_log: torch.Tensor | None = None  # [H]
         self.dt_bias: torch.Tensor | None = None  # [H]
         self.norm_weight: torch.Tensor | None = None  # [Dv], plain w (not zero-centred)
+        self._gate_params: tuple | None = None  # (A_log, dt_bias as loaded, their fp32 copies)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         p = f"{prefix}.linear_attn"
@@ -68,6 +68,14 @@ class GatedDeltaNet:
                 "conv_weight": [f"{p}.conv1d.weight"],
                 "A_log": [f"{p}.A_log"], "dt_bias": [f"{p}.dt_bias"],
                 "norm_weight": [f"{p}.norm.weight"]}
+
+    def _gates_fp32(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A_log and dt_bias in float32, converted once (not in every step's graph)."""
+        p = self._gate_params
+        if p is None or p[0] is not self.A_log or p[1] is not self.dt_bias:
+            p = self._gate_params = (self.A_log, self.dt_bias, self.A_log.float().contiguous(),
+                                     self.dt_bias.float().contiguous())
+        return p[2], p[3]
 
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         s, ops, state, i = self.shape, self.ops, ctx.state, self.state_idx
@@ -83,8 +91,7 @@ class GatedDeltaNet:
         q = q.reshape(T, s.key_heads, s.key_dim)
         k = k.reshape(T, s.key_heads, s.key_dim)
         v = v.reshape(T, s.value_heads, s.value_dim)
-        beta = torch.sigmoid(b)  # [T, H], in the model dtype as transformers does
-        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # [T, H] fp32
+        g, beta = ops.gdn_gates(a, b, *self._gates_fp32())  # [T, H] fp32 log-decay, [T, H] model dtype
         if ctx.phase == "prefill":
             o, ssm = ops.gdn_chunked(q, k, v, g, beta, state.ssm[i])
             state.commit(i, conv_state, ssm, T)

@@ -184,7 +184,17 @@ def gdn_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor
     return o, S
 
 
+def gdn_gates(a: torch.Tensor, b: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The per-token gates from in_proj_ba's outputs a, b [T, H]: the log-decay
+    g = -exp(A_log) * softplus(a + dt_bias) in float32, and beta = sigmoid(b) in the model dtype (as
+    transformers computes them)."""
+    g = -A_log.float().exp() * F.softplus(a.float() + dt_bias.float())  # [T, H] fp32
+    return g, torch.sigmoid(b)
+
+
 OPS = {
+    "gdn_gates": gdn_gates,
     "causal_conv1d_prefill": causal_conv1d_prefill,
     "causal_conv1d_update": causal_conv1d_update,
     "gdn_chunked": gdn_chunked,

@@ -5,6 +5,7 @@
 #include "attention.cuh"
 #include "elementwise.cuh"
 #include "fused.cuh"
+#include "gdn_gates.cuh"
 #include "gdn_kernels.cuh"
 #include "gemv.cuh"
 #include "norm.cuh"
@@ -88,6 +89,7 @@
         ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, D);                                  \
     }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
+    NINFER_GDN_GATES_KERNELS(S, T)                                                                      \
     NINFER_GDN_KERNELS(S, T)
 
 // dtype-free kernels, once per module
