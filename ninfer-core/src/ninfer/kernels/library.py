@@ -19,6 +19,8 @@ DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
 GEMV_WIDTHS = (1, 2, 4, 8, 16)  # tokens per pass over the weights
 GEMV_SPLITS = (2, 4)  # warps sharing one row in the split-K decode GEMV
 ATTN_HEAD_DIMS = (64, 128, 256)
+KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quant.cuh, per dtype
+                    + [f"kvq_attention_{{s}}_d{d}_b{b}_r{r}" for d in ATTN_HEAD_DIMS for b in (8, 4) for r in (4, 8)])
 FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1")  # fused.cuh, per dtype
 GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128")  # gdn_kernels.cuh, per dtype and f32
 
@@ -29,6 +31,7 @@ def _family_names(suffix: str) -> list[str]:
                                           "write_kv", "argmax", "attention_combine", "gdn_gates")]
     names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "_combine")]
     names += [f"{op}_{suffix}" for op in FUSED_KERNELS]
+    names += [n.format(s=suffix) for n in KVQ_KERNELS]
     names += [n.format(s=suffix) for n in GDN_KERNELS]
     return names
 

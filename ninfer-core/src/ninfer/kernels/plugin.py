@@ -12,6 +12,7 @@ import torch
 
 from ..hookspecs import hookimpl
 from .fused import FUSED_OPS
+from .kv_quant import kv_quant_impls
 from .ops import op_impls
 
 # ops every backend serves with its kernels (anything else falls back to the reference)
@@ -28,6 +29,9 @@ def backend_hooks(backend_cls):
     def impls(ops):
         return [i for i in op_impls(backend_cls.name, backend_cls.kernels, runs_here) if i.op in ops]
 
+    def kv_quant(op):  # write_kv / paged_attention over quantised KV pools, one OpImpl per KV format
+        return [i for i in kv_quant_impls(backend_cls.name, backend_cls.kernels, runs_here) if i.op == op]
+
     @hookimpl
     def ninfer_register_backends(register):
         register(backend_cls)
@@ -35,6 +39,8 @@ def backend_hooks(backend_cls):
     @hookimpl
     def ninfer_register_ops(register):
         for impl in impls(KERNEL_OPS | set(FUSED_OPS)):  # drop a name from FUSED_OPS: the reference serves it
+            register(impl)
+        for impl in kv_quant("write_kv"):
             register(impl)
 
     @hookimpl
@@ -45,6 +51,8 @@ def backend_hooks(backend_cls):
     @hookimpl
     def ninfer_register_attention(register):
         for impl in impls({"paged_attention"}):
+            register(impl)
+        for impl in kv_quant("paged_attention"):
             register(impl)
 
     return ninfer_register_backends, ninfer_register_ops, ninfer_register_gemm, ninfer_register_attention

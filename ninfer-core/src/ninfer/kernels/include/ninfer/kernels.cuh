@@ -8,6 +8,7 @@
 #include "gdn_gates.cuh"
 #include "gdn_kernels.cuh"
 #include "gemv.cuh"
+#include "kv_quant.cuh"
 #include "norm.cuh"
 #include "rope.cuh"
 
@@ -89,6 +90,7 @@
         ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, D);                                  \
     }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
+    NINFER_KVQ_KERNELS(S, T)                                                                            \
     NINFER_GDN_GATES_KERNELS(S, T)                                                                      \
     NINFER_GDN_KERNELS(S, T)
 

@@ -1,0 +1,136 @@
+"""Launchers for the quantised KV cache kernels (``include/ninfer/kv_quant.cuh``), registered by every GPU
+backend for the KV formats int8, int4 and int4_norot (``ninfer.quant.kv_cache``).
+
+- ``write_kv``: one launch quantises K and V of T tokens (K centring, block Hadamard rotation, codes and
+  fp16 scales / offsets). The first write of a pool fixes K's centre (the chunk's mean key) with one torch
+  reduction before the launch, as the reference does; every later write is the kernel alone.
+- ``paged_attention``: decode / verify (T <= 16 query tokens): flash-decoding over the codes, dequantised in
+  registers, the query rotated instead of K, a rotated V's partial outputs rotated back, then the bf16
+  path's combine kernel. Prefill (T > 16): the used blocks dequantised and torch SDPA.
+
+Anything the kernels were not written for (CPU tensors, head_dim outside 64/128/256, a group other than 64,
+non-contiguous pools, a dtype the backend lacks) runs the reference op of ``ninfer.quant.kv_ops``. Nothing
+syncs with the host on the decode/verify path, so CUDA graphs capture it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..ops import DeviceSpec, OpImpl
+from ..quant import kv_ops
+from ..quant.kv_cache import QuantKVPool, hadamard_block, rotate
+from .attention import DECODE_MAX_TOKENS, MAX_SPLITS, prefill_sdpa, split_size
+from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
+
+KVQ_FORMATS = ("int8", "int4", "int4_norot")
+GROUP = 64  # KVQ_GROUP in kv_quant.cuh
+WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
+
+
+def _pool_ok(p, bits: int | None = None) -> bool:
+    if not isinstance(p, QuantKVPool) or not p.data.is_cuda or p.group != GROUP or p.bits not in (4, 8):
+        return False
+    if bits is not None and p.bits != bits:
+        return False
+    if p.head_dim not in ATTN_HEAD_DIMS or p.scale.dtype != torch.float16 or not p.data.is_contiguous():
+        return False
+    if not p.scale.is_contiguous() or (p.bits == 4 and (p.offset is None or not p.offset.is_contiguous()
+                                                       or p.offset.dtype != torch.float16)):
+        return False
+    return p.center is None or (p.center.dtype == torch.float32 and p.center.is_contiguous())
+
+
+def _rows_ok(x: torch.Tensor, D: int) -> bool:
+    return x.dim() == 3 and x.shape[-1] == D and x.stride(2) == 1 and x.stride(1) == D
+
+
+def _aligned(*pools: QuantKVPool) -> bool:  # 16-byte code loads
+    return all(p.data.data_ptr() % 16 == 0 for p in pools)
+
+
+def make_kv_quant_ops(lib: KernelLibrary) -> dict:
+    """``write_kv`` and ``paged_attention`` over :class:`QuantKVPool` caches for one backend's library."""
+    warps = lib.tuning("NINFER_ATTN_WARPS", 4)
+
+    def suffix(t: torch.Tensor):
+        return DTYPE_SUFFIX.get(t.dtype) if t.is_cuda and t.dtype in lib.dtypes else None
+
+    def write_kv(k, v, k_cache, v_cache, slots):
+        s = suffix(k)
+        T = k.shape[0]
+        D = getattr(k_cache, "head_dim", -1)
+        if (s is None or v.dtype != k.dtype or T == 0 or not _pool_ok(k_cache) or not _pool_ok(v_cache, k_cache.bits)
+                or v_cache.head_dim != D or not _rows_ok(k, D) or not _rows_ok(v, D) or v.shape != k.shape
+                or k.shape[1] != k_cache.data.shape[2] or v_cache.center is not None  # the kernel centres K only
+                or slots.numel() != T or not _aligned(k_cache, v_cache)):
+            return kv_ops.write_kv(k, v, k_cache, v_cache, slots)
+        if k_cache.center is not None and not k_cache.centered:  # the first write fixes K's centre
+            k_cache.center.copy_(k.float().mean(0))
+            k_cache.centered = True
+        Hk = k.shape[1]
+        blk = hadamard_block(D)
+        slots = slots.to(device=k.device, dtype=torch.int64).contiguous()
+        lib.module(k.device)[f"kvq_write_{s}_d{D}"](
+            (T, (2 * Hk + WRITE_WARPS - 1) // WRITE_WARPS), (WRITE_WARPS * 32,), k, v,
+            k_cache.data, k_cache.scale, k_cache.offset, k_cache.center,
+            v_cache.data, v_cache.scale, v_cache.offset, slots, Hk, k.stride(0), v.stride(0), k_cache.bits,
+            blk if k_cache.rotate else 0, blk if v_cache.rotate else 0)
+
+    def prefill(q, k_cache, v_cache, block_table, positions, scale):
+        """T > 16: the used blocks dequantised in the query's dtype, then torch SDPA (as the bf16 path)."""
+        bs = k_cache.data.shape[1]
+        nblk = (int(positions[-1].item()) + bs) // bs
+        blocks = block_table[:nblk].long()
+        k = kv_ops._gather(k_cache, blocks).to(q.dtype)  # [nblk, bs, Hk, D], rotated if the pool rotates
+        v = kv_ops._gather(v_cache, blocks).to(q.dtype)
+        qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
+        local = torch.arange(nblk, dtype=torch.int32, device=q.device)
+        o = prefill_sdpa(qr, k, v, local, positions, scale)
+        return rotate(o.float()).to(q.dtype) if v_cache.rotate else o
+
+    def paged_attention(q, k_cache, v_cache, block_table, positions, scale):
+        s = suffix(q)
+        T, Hq, D = q.shape
+        if (s is None or not _pool_ok(k_cache) or not _pool_ok(v_cache, k_cache.bits) or k_cache.head_dim != D
+                or v_cache.head_dim != D or not _rows_ok(q, D) or Hq % k_cache.data.shape[2] or T == 0
+                or not _aligned(k_cache, v_cache)):
+            return kv_ops.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
+        if T > DECODE_MAX_TOKENS:
+            return prefill(q, k_cache, v_cache, block_table, positions, scale)
+        bs, Hk = k_cache.data.shape[1], k_cache.data.shape[2]
+        bt = block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)
+        bt = bt.contiguous()
+        pos = (positions if positions.dtype == torch.int64 else positions.to(torch.int64)).contiguous()
+        C = split_size(bt.shape[0] * bs)
+        S = (bt.shape[0] * bs + C - 1) // C
+        if S > MAX_SPLITS:
+            return kv_ops.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
+        rows = T * (Hq // Hk)
+        R = 4 if rows <= 4 else 8
+        part_o = torch.empty(T, Hq, S, D, dtype=torch.float32, device=q.device)  # [T, Hq, S, D]
+        part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
+        out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
+        blk = hadamard_block(D)
+        mod = lib.module(q.device)
+        mod[f"kvq_attention_{s}_d{D}_b{k_cache.bits}_r{R}"](
+            ((rows + R - 1) // R, Hk, S), (warps * 32,), q, k_cache.data, k_cache.scale, k_cache.offset,
+            v_cache.data, v_cache.scale, v_cache.offset, bt, pos, part_o, part_ml, T, Hq, Hk, bs, S, C,
+            q.stride(0), float(scale), blk if k_cache.rotate else 0, blk if v_cache.rotate else 0)
+        mod[f"attention_combine_{s}"]((T * Hq,), (D,), part_o, part_ml, pos, out, Hq, S, C, D)
+        return out
+
+    return {"write_kv": write_kv, "paged_attention": paged_attention}
+
+
+def kv_quant_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
+    """The backend's write_kv and paged_attention for every quantised KV format."""
+    fns = make_kv_quant_ops(lib)
+
+    def ok(spec: DeviceSpec) -> bool:
+        return spec.type == "cuda" and spec.dtype in lib.dtypes and supports(spec)
+
+    names = {"write_kv": f"{backend}.kvq_write (quantise + rotate + centre, K and V in one launch)",
+             "paged_attention": f"{backend}.kvq_attention (T<=16, dequant in registers) + SDPA (prefill)"}
+    return [OpImpl(op=op, backend=backend, fn=fns[op], name=f"{names[op]} [{fmt}]", priority=10, supports=ok,
+                   kv_format=fmt) for fmt in KVQ_FORMATS for op in ("write_kv", "paged_attention")]

@@ -1,0 +1,151 @@
+"""The quantised-KV kernels (kv_quant.cuh) against the reference ops of ninfer.quant.kv_ops, on every backend
+that runs on this GPU and each of its dtypes, at the 8B (32 q / 8 kv heads of 128) and 27B (24 / 4 of 256)
+shapes and a head_dim-64 one: the fused write (K centring, rotation, codes, scales) and decode / verify
+attention (T <= 16) over int8, int4 and int4_norot caches scattered over a paged pool, poisoned outputs,
+relative L2 < 1e-2. Prefill (T > 16) and shapes the kernels do not cover must match as well (fallbacks)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpu_testing import backend_dtypes, poison_allocator, rel_l2
+from ninfer.ops import DeviceSpec, resolve
+from ninfer.quant import kv_ops
+from ninfer.quant.kv_cache import dequantize_vectors, make_pool
+
+TOL = 1e-2
+FORMATS = ["int8", "int4", "int4_norot"]
+SHAPES = [(32, 8, 128), (24, 4, 256), (16, 16, 64)]
+
+
+def _keys(T, Hk, D, offset):
+    """Keys with a per-channel offset (what K centring removes), values without."""
+    return torch.randn(T, Hk, D, device="cuda") + offset
+
+
+def _pools(fmt, num_blocks, bs, Hk, D):
+    return make_pool(fmt, True, num_blocks, bs, Hk, D, "cuda"), make_pool(fmt, False, num_blocks, bs, Hk, D, "cuda")
+
+
+def _poison(pool):
+    pool.data.fill_(0x5A)
+    pool.scale.fill_(float("nan"))
+    if pool.offset is not None:
+        pool.offset.fill_(float("nan"))
+
+
+def _dequant(pool, slots):
+    """The pool's entries at slots, dequantised: float32 [n, Hk, D]."""
+    flat = lambda t: t.view(-1, *t.shape[2:])[slots]  # noqa: E731
+    return dequantize_vectors(flat(pool.data), flat(pool.scale),
+                              flat(pool.offset) if pool.offset is not None else None, pool)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("Hq,Hk,D", SHAPES)
+def test_write_kv(backend, fmt, Hq, Hk, D):
+    """A prefill chunk (fixes K's centre) then a decode token, into scattered slots of poisoned pools."""
+    for dtype in backend_dtypes(backend):
+        torch.manual_seed(D + Hk)
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
+        bs, nblk = 16, 40
+        offset = 4 * torch.randn(Hk, D, device="cuda")
+        slots = torch.randperm(nblk * bs, device="cuda")[:301]
+        got_k, got_v = _pools(fmt, nblk, bs, Hk, D)
+        want_k, want_v = _pools(fmt, nblk, bs, Hk, D)
+        _poison(got_k)
+        _poison(got_v)
+        for chunk in (slice(0, 300), slice(300, 301)):
+            k = _keys(chunk.stop - chunk.start, Hk, D, offset).to(dtype)
+            v = torch.randn(chunk.stop - chunk.start, Hk, D, device="cuda").to(dtype)
+            ops.write_kv(k, v, got_k, got_v, slots[chunk])
+            kv_ops.write_kv(k, v, want_k, want_v, slots[chunk])
+        assert got_k.centered and torch.equal(got_k.center, want_k.center)
+        for got, want in ((got_k, want_k), (got_v, want_v)):
+            assert rel_l2(_dequant(got, slots), _dequant(want, slots)) < TOL
+            # the same codes but where the rotated value sits on a rounding boundary
+            same = (got.data.view(-1, *got.data.shape[2:])[slots] == want.data.view(-1, *want.data.shape[2:])[slots])
+            assert same.float().mean() > 0.99
+            assert rel_l2(got.scale.view(-1, *got.scale.shape[2:])[slots].float(),
+                          want.scale.view(-1, *want.scale.shape[2:])[slots].float()) < 1e-3
+
+
+def _filled(fmt, L, spare, bs, Hk, D):
+    """Pools holding L keys / values written by the reference, scattered through a larger pool."""
+    capacity = (L + spare + bs - 1) // bs
+    pool_blocks = capacity + 7
+    kc, vc = _pools(fmt, pool_blocks, bs, Hk, D)
+    block_table = torch.randperm(pool_blocks, device="cuda")[:capacity].to(torch.int32)
+    pos = torch.arange(L, device="cuda")
+    slots = block_table[pos // bs].long() * bs + pos % bs
+    offset = 4 * torch.randn(Hk, D, device="cuda")
+    for c in range(0, L, 4096):
+        n = min(4096, L - c)
+        kv_ops.write_kv(_keys(n, Hk, D, offset), torch.randn(n, Hk, D, device="cuda"), kc, vc, slots[c:c + n])
+    return kc, vc, block_table
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("Hq,Hk,D", SHAPES)
+@pytest.mark.parametrize("T,L", [(1, 1), (1, 137), (1, 8192), (4, 600), (16, 8192), (7, 70), (40, 1000)])
+def test_paged_attention(backend, fmt, Hq, Hk, D, T, L):
+    """T queries at positions L-T .. L-1 over L keys, the block table with spare capacity (split count from it)."""
+    torch.manual_seed(L + T + D)
+    bs = 64 if L >= 4096 else 16
+    kc, vc, block_table = _filled(fmt, L, 500, bs, Hk, D)
+    positions = torch.arange(L - T, L, device="cuda")
+    scale = D ** -0.5
+    for dtype in backend_dtypes(backend):
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
+        q = (2 * torch.randn(T, Hq, D, device="cuda")).to(dtype)
+        want = kv_ops.paged_attention(q.float(), kc, vc, block_table, positions, scale)
+        poison_allocator()
+        out = ops.paged_attention(q, kc, vc, block_table, positions, scale)
+        assert out.shape == (T, Hq, D) and out.dtype == dtype
+        assert rel_l2(out, want) < TOL, (dtype, rel_l2(out, want))
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_decode_steps_through_kernels(backend, fmt):
+    """Prefill write, then decode steps each writing one token and attending over everything so far,
+    kernels against the reference end to end (8B shape, strided q/k/v rows as the attention layer has them)."""
+    Hq, Hk, D, bs = 32, 8, 128, 16
+    for dtype in backend_dtypes(backend):
+        torch.manual_seed(5)
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
+        got_k, got_v = _pools(fmt, 64, bs, Hk, D)
+        want_k, want_v = _pools(fmt, 64, bs, Hk, D)
+        block_table = torch.randperm(64, device="cuda")[:40].to(torch.int32)
+        offset = 3 * torch.randn(Hk, D, device="cuda")
+        L = 0
+        for T in (200, 1, 1, 3):
+            qkv = torch.randn(T, (Hq + 2 * Hk) * D, device="cuda").to(dtype)
+            q, k, v = qkv.split([Hq * D, Hk * D, Hk * D], dim=-1)
+            q, k, v = q.view(T, Hq, D), (k.view(T, Hk, D) + offset.to(dtype)), v.view(T, Hk, D)
+            pos = torch.arange(L, L + T, device="cuda")
+            slots = block_table[pos // bs].long() * bs + pos % bs
+            ops.write_kv(k, v, got_k, got_v, slots)
+            kv_ops.write_kv(k, v, want_k, want_v, slots)
+            out = ops.paged_attention(q, got_k, got_v, block_table, pos, D ** -0.5)
+            want = kv_ops.paged_attention(q.float(), want_k, want_v, block_table, pos, D ** -0.5)
+            assert rel_l2(out, want) < TOL, (T, rel_l2(out, want))
+            L += T
+
+
+def test_uncovered_head_dim_falls_back(backend):
+    """head_dim 96 has no kernel: write and attention are the reference ops' results exactly."""
+    dtype = backend_dtypes(backend)[0]
+    ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format="int8")
+    Hq, Hk, D, bs = 8, 2, 96, 16
+    got_k, got_v = _pools("int8", 8, bs, Hk, D)
+    want_k, want_v = _pools("int8", 8, bs, Hk, D)
+    k, v = torch.randn(2, 20, Hk, D, device="cuda").to(dtype)
+    slots = torch.arange(20, device="cuda")
+    ops.write_kv(k, v, got_k, got_v, slots)
+    kv_ops.write_kv(k, v, want_k, want_v, slots)
+    assert torch.equal(got_k.data, want_k.data) and torch.equal(got_v.scale, want_v.scale)
+    q = torch.randn(1, Hq, D, device="cuda").to(dtype)
+    bt, pos = torch.arange(8, dtype=torch.int32, device="cuda"), torch.tensor([19], device="cuda")
+    assert torch.equal(ops.paged_attention(q, got_k, got_v, bt, pos, 0.1),
+                       kv_ops.paged_attention(q, want_k, want_v, bt, pos, 0.1))
