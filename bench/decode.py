@@ -79,9 +79,9 @@ def step_bytes(runner, weights: dict, ctx: int) -> int:
 
 
 def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: int | None,
-              flops: float = 0.0) -> dict:
+              flops: float = 0.0, weights: dict | None = None) -> dict:
     dtype = torch.bfloat16
-    runner, weights = rm.build(shape, backend, "cuda", dtype, ctx + new + 64, layers=layers)
+    runner, weights = rm.build(shape, backend, "cuda", dtype, ctx + new + 64, layers=layers, weights=weights)
     vocab = runner.cfg.vocab_size
     served = runner.model.ops.explain()
     print(f"  ops of {shape}: " + ", ".join(f"{op}={impl}" for op, impl in served.items()), flush=True)
@@ -122,24 +122,36 @@ def main():
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--layers", type=int, default=None, help="fewer layers, for a quick look")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--gemv", default=None, help="A/B in one process on the same weights: a comma list of "
+                    "ninfer.kernels.gemv.MODE values run in turn per shape, e.g. simt,mma,simt,mma")
     a = ap.parse_args()
     bw = copy_bandwidth()
     flops = matmul_rate()
     print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s  bf16 matmul {flops / 1e12:.0f} "
           f"TFLOP/s  torch {torch.__version__}", flush=True)
     rows = []
+    from ninfer.kernels import gemv
+
     for shape in a.shapes.split(","):
-        for ctx in (int(c) for c in a.ctx.split(",")):
+        weights = None
+        if a.gemv:  # one set of random weights for every mode
+            runner, weights = rm.build(shape, a.backend, "cuda", torch.bfloat16, 64, layers=a.layers)
+            del runner
+        for ctx, mode in ((int(c), m) for c in a.ctx.split(",") for m in (a.gemv or gemv.MODE).split(",")):
             try:
-                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops))
+                gemv.MODE = mode
+                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights))
                 r = rows[-1]
-                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend}: decode {r['decode_tok_s']:7.1f} tok/s "
+                r["gemv"] = mode
+                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode}: decode {r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
                       f"prefill {r['prefill_tok_s']:8.0f} tok/s ({r['prefill_flop_fraction']:.2f} of bf16 matmul)",
                       flush=True)
             except Exception as e:  # one shape failing must not hide the others
-                print(f"FAILED {shape} ctx={ctx}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                print(f"FAILED {shape} ctx={ctx} gemv={mode}: {type(e).__name__}: {str(e)[:400]}", flush=True)
                 torch.cuda.empty_cache()
+        del weights
+        torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "matmul_flops": flops, "rows": rows},

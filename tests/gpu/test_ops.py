@@ -8,6 +8,8 @@ import pytest
 import torch
 
 from gpu_testing import backend_dtypes, poison_allocator, rel_l2
+from ninfer.backends import installed_backends
+from ninfer.kernels import gemv
 from ninfer.ops import DeviceSpec, resolve
 from ninfer.reference import ops as ref
 
@@ -24,11 +26,15 @@ def randn(*shape, dtype, scale=1.0):
     return (torch.randn(*shape, device="cuda") * scale).to(dtype)
 
 
-@pytest.mark.parametrize("T", [1, 3, 8, 16, 64])
+@pytest.mark.parametrize("T", [1, 2, 3, 8, 9, 16, 64])
 @pytest.mark.parametrize("K,N,bias", [(4096, 6144, False), (4096, 24576, False), (12288, 4096, False),
                                       (5120, 1024, True), (17408, 5120, False), (4096, 151936, False),
-                                      (6144, 5120, False)])  # split-K 2 at one token (kernels/ops.py:split_k)
-def test_linear(backend, T, K, N, bias):
+                                      (6144, 5120, False),  # split-K 2 at one token (kernels/ops.py:split_k)
+                                      (5120, 96, False),  # a Gated DeltaNet in_proj_ba: 6 row tiles
+                                      (4104, 1000, True)])  # K % 32 != 0, N % 16 != 0: partial chunk and tile
+@pytest.mark.parametrize("mode", ["auto", "mma", "simt"])  # kernels/gemv.py: default, tensor cores, CUDA cores
+def test_linear(backend, T, K, N, bias, mode, monkeypatch):
+    monkeypatch.setattr(gemv, "MODE", mode)
     for dtype in backend_dtypes(backend):
         ops = opset(backend, dtype)
         x, W = randn(T, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5)
@@ -38,6 +44,62 @@ def test_linear(backend, T, K, N, bias):
         want = ref.linear(x.float(), W.float(), None if b is None else b.float())
         assert y.shape == (T, N) and y.dtype == dtype
         assert rel_l2(y, want) < TOL
+
+
+@pytest.mark.parametrize("ksg", ["1", "2", "4", "8"])
+@pytest.mark.parametrize("T", [1, 5, 16])
+def test_linear_mma_splits(backend, T, ksg, monkeypatch):
+    """Every K split of the tensor-core GEMV (forced), the last-block finish and, without counters (a first
+    call inside a graph capture), the separate reduce launch: the same value either way."""
+    K, N = 4104, 1000
+    monkeypatch.setenv("NINFER_GEMV_KSG", ksg)
+    for dtype in backend_dtypes(backend):
+        lib = installed_backends()[backend].kernels
+        x, W, b = randn(T, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5), randn(N, dtype=dtype)
+        want = ref.linear(x.float(), W.float(), b.float())
+        poison_allocator()
+        y = gemv.MmaGemv(lib)(x, W, b)
+        assert rel_l2(y, want) < TOL
+        with monkeypatch.context() as m:
+            m.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+            poison_allocator()
+            y2 = gemv.MmaGemv(lib)(x, W, b)  # no counters: partials, then gemv_mma_reduce
+            ys2 = gemv.MmaGemv(lib)(x, torch.cat([W, W]), None, silu=True)
+        assert torch.equal(y, y2)
+        ys = gemv.MmaGemv(lib)(x, torch.cat([W, W]), None, silu=True)  # gate = up = x W^T
+        assert torch.equal(ys, ys2)
+        gf = ref.linear(x.float(), W.float()).to(dtype).float()
+        assert rel_l2(ys, (torch.nn.functional.silu(gf) * gf).to(dtype)) < TOL
+
+
+@pytest.mark.parametrize("K,N", [(4096, 6144), (5120, 1024), (4104, 1000), (17408, 5120), (5120, 96)])
+def test_linear_batch_invariant(backend, K, N, monkeypatch):
+    """NINFER_GEMV=mma: column t of a T-token GEMV is bitwise the 1-token GEMV of token t, for every T <= 16
+    (the speculative verify forward computes what decoding computes), with and without bias."""
+    monkeypatch.setattr(gemv, "MODE", "mma")
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x, W, b = randn(16, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5), randn(N, dtype=dtype)
+        for bias in (None, b):
+            single = torch.cat([ops.linear(x[t:t + 1], W, bias) for t in range(16)])  # [16, N]
+            for T in (2, 3, 4, 7, 8, 9, 12, 16):
+                assert torch.equal(ops.linear(x[:T], W, bias), single[:T]), (dtype, T, bias is not None)
+
+
+@pytest.mark.parametrize("K,I", [(4096, 14336), (5120, 17408), (4104, 1000)])
+def test_linear_silu_mul_batch_invariant(backend, K, I, monkeypatch):
+    """NINFER_GEMV=mma: the fused gate_up + SwiGLU GEMV equals silu_mul(linear(x, W)) bitwise, and column t of
+    T tokens equals its 1-token call (decode's fused op == verify's)."""
+    monkeypatch.setattr(gemv, "MODE", "mma")
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x, W = randn(16, K, dtype=dtype), randn(2 * I, K, dtype=dtype, scale=K ** -0.5)
+        single = torch.cat([ops.linear_silu_mul(x[t:t + 1], W) for t in range(16)])  # [16, I]
+        for T in (1, 2, 8, 9, 16):
+            y = ops.linear_silu_mul(x[:T], W)
+            assert torch.equal(y, single[:T]), (dtype, T)
+            assert torch.equal(y, ops.silu_mul(ops.linear(x[:T], W))), (dtype, T)
+        assert rel_l2(single, ref.linear_silu_mul(x.float(), W.float())) < TOL
 
 
 @pytest.mark.parametrize("shape,zc", [((1, 4096), False), ((7, 5120), True), ((64, 4096), False),

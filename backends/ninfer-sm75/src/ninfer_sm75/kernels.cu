@@ -4,6 +4,7 @@
 #define NINFER_GEMV_WARPS 4
 #define NINFER_GEMV_UNROLL 4
 #define NINFER_ATTN_WARPS 4
+#define NINFER_MMA_K8 1  // tensor-core GEMV as two m16n8k8 (m16n8k16 needs sm_80), operands through registers
 #include <ninfer/kernels.cuh>
 
 NINFER_KERNELS(f16, __half)

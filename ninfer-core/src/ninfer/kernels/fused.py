@@ -12,6 +12,7 @@ import os
 
 import torch
 
+from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
 # the ops each backend registers from here: removing one serves it by the reference op instead
@@ -91,6 +92,13 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
     def linear_silu_mul(x, weight):
         s = suffix(x, "linear_silu_mul")
         K, I2 = x.shape[-1], weight.shape[0]
+        T = x.numel() // K if K else 0
+        mma = getattr(base["linear"], "mma", None)
+        if (s is not None and mma is not None and _gemv.mma_on() and 1 <= T <= _gemv.MMA_MAX_TOKENS  # NINFER_GEMV=mma
+                and weight.dtype == x.dtype and K % 8 == 0 and I2 % 2 == 0 and weight.is_contiguous()):
+            x2 = x.reshape(T, K).contiguous()  # [T, K]
+            if aligned(x2, weight):  # bitwise silu_mul(linear(x, W)) for any T <= 16 (gemv.cuh)
+                return mma(x2, weight, None, silu=True).view(*x.shape[:-1], I2 // 2)
         if (s is None or x.numel() != K or weight.dtype != x.dtype or K % 8 or I2 % 2
                 or not weight.is_contiguous()):
             return base["silu_mul"](base["linear"](x, weight))  # prefill and verify: T > 1

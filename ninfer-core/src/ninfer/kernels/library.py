@@ -18,6 +18,8 @@ from .nvrtc import compile_cubin, parse_arch
 DTYPE_SUFFIX = {torch.bfloat16: "bf16", torch.float16: "f16"}
 GEMV_WIDTHS = (1, 2, 4, 8, 16)  # tokens per pass over the weights
 GEMV_SPLITS = (2, 4)  # warps sharing one row in the split-K decode GEMV
+GEMV_MMA_KERNELS = ("gemv_mma_{s}_n8", "gemv_mma_{s}_n16", "gemv_mma_silu_{s}_n8", "gemv_mma_silu_{s}_n16",
+                    "gemv_mma_reduce_{s}", "gemv_mma_silu_reduce_{s}")  # gemv.cuh: tensor-core GEMV, per dtype
 ATTN_HEAD_DIMS = (64, 128, 256)
 KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quant.cuh, per dtype
                     + [f"kvq_attention_{{s}}_d{d}_b{b}_r{r}" for d in ATTN_HEAD_DIMS for b in (8, 4) for r in (4, 8)])
@@ -27,6 +29,7 @@ GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128")  # gdn_k
 
 def _family_names(suffix: str) -> list[str]:
     names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
+    names += [n.format(s=suffix) for n in GEMV_MMA_KERNELS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "attention_combine", "gdn_gates")]
     names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "_combine")]

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from ..ops import DeviceSpec, OpImpl
 from ..reference import ops as ref
+from . import gemv as _gemv
 from .attention import make_paged_attention
 from .fused import make_fused_ops
 from .gdn import make_gdn_ops
@@ -48,6 +49,7 @@ def split_k(N: int, K: int) -> int:
 def make_ops(lib: KernelLibrary) -> dict:
     """The launchers for one backend's library, keyed by op name."""
     warps = lib.tuning("NINFER_GEMV_WARPS", 4)
+    mma = _gemv.MmaGemv(lib)
 
     def suffix(t: torch.Tensor):
         return DTYPE_SUFFIX.get(t.dtype) if t.is_cuda and t.dtype in lib.dtypes else None
@@ -61,6 +63,10 @@ def make_ops(lib: KernelLibrary) -> dict:
             return F.linear(x, weight, bias)  # prefill: cuBLAS
         x2 = x2.contiguous()
         if not _aligned(x2, weight):
+            return F.linear(x, weight, bias)
+        if _gemv.mma_on():  # tensor cores, batch-invariant (NINFER_GEMV=mma)
+            return mma(x2, weight, bias).view(*x.shape[:-1], N)
+        if _gemv.cublas_for(T):  # 2..16 tokens: cuBLAS streams faster than either GEMV on the H200
             return F.linear(x, weight, bias)
         y = torch.empty(T, N, dtype=x.dtype, device=x.device)  # [T, N]
         sk = split_k(N, K) if T == 1 and warps % 4 == 0 else 1
@@ -161,6 +167,7 @@ def make_ops(lib: KernelLibrary) -> dict:
         lib.module(logits.device)[name]((T,), (1024,), logits, out, V)
         return out
 
+    linear.mma = mma  # the fused gate_up + SwiGLU GEMV launches the same kernel family
     base = {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
             "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax,
             "paged_attention": make_paged_attention(lib), "gdn_gates": make_gdn_gates(lib), **make_gdn_ops(lib)}
@@ -174,7 +181,7 @@ def op_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
     def ok(spec: DeviceSpec) -> bool:
         return spec.type == "cuda" and spec.dtype in lib.dtypes and supports(spec)
 
-    names = {"linear": f"{backend}.gemv (T<=16) + cuBLAS (prefill)",
+    names = {"linear": f"{backend}.gemv (T=1) + cuBLAS (T>1); NINFER_GEMV=mma: {backend}.gemv_mma (T<=16)",
              "paged_attention": f"{backend}.flash_decoding (T<=16) + torch SDPA (prefill)"}
     return [OpImpl(op=op, backend=backend, fn=fn, name=names.get(op, f"{backend}.{op}"), priority=10,
                    supports=ok, phases=("prefill", "decode", "verify"))

@@ -117,3 +117,323 @@ __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__
 }
 
 }  // namespace ninfer
+
+namespace ninfer {
+
+// ---------------------------------------------------------------------------------------------------------
+// Tensor-core GEMV for 1..16 tokens (decode and speculative verify): y[t, n] = sum_k x[t, k] * W[n, k].
+//
+// The weight rows are the M side of mma.sync m16n8k16 (fp32 accumulate), the tokens the N side (one n-tile
+// of 8 tokens, two for up to 16). No shared-memory staging: the reduction over k may visit k in any order as
+// long as A and B agree, so lane (g = lane / 4, q = lane % 4) loads 16 bytes (8 values) of weight rows g and
+// g + 8 and of token g at the same k offset 32 c + 8 q of chunk c, and those three vectors are exactly its A
+// and B fragments for two k16 steps. The weights are streamed once with U chunks (2 MT 16-byte loads per lane
+// each) in flight; x (at most 16 x K) is read through L1.
+//
+// Batch invariance: every output (n, t) is accumulated in an order that depends only on N, K and the split
+// KSG chosen from them: warp w of block (m, s) sums chunks [c0, c1) of k-slice s * WARPS + w in ascending
+// order, the block sums its WARPS warps in order, and, for KSG > 1, the last block of row block m to finish
+// sums the KSG slices in order. The MMA computes each column from that column alone, so column t of a
+// T-token call is bitwise the result of a 1-token call on x[t] (tested: tests/gpu/test_ops.py).
+//
+// SILU: W is [2I, K] = [gate | up] rows; half of a warp's m-tiles are gate rows, half the matching up rows,
+// and the epilogue stores silu(g) * u with g and u rounded to T first, so y equals silu_mul(linear(x, W))
+// bitwise (the gate and up values are accumulated exactly as the plain kernel accumulates those rows).
+// ---------------------------------------------------------------------------------------------------------
+
+// 16 bytes of weights, streamed past L1, or zeros where !ok (one predicated load, no branch).
+__device__ __forceinline__ uint4 load_stream_if(const uint4 *p, bool ok) {
+    uint4 v;
+#if defined(NINFER_L2_PREFETCH_256B) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\t"
+        "mov.b32 %3, 0;\n\t@p ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n\t}"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+#else
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\tmov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\t"
+        "mov.b32 %3, 0;\n\t@p ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n\t}"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)ok));
+#endif
+    return v;
+}
+
+// cp.async of 16 bytes (sz = 16) or zeros (sz = 0) into shared memory: weights past L1 (.cg, with the L2
+// prefetch hint where the backend asks for it), activations through L1 (.ca).
+__device__ __forceinline__ void cp_async_stream(void *dst, const void *src, int sz) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+#if defined(NINFER_L2_PREFETCH_256B)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(sz) : "memory");
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(sz) : "memory");
+#endif
+#endif
+}
+
+__device__ __forceinline__ void cp_async_cached(void *dst, const void *src, int sz) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(sz) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+template <typename T> struct is_half { static constexpr bool value = false; };
+template <> struct is_half<__half> { static constexpr bool value = true; };
+
+// d += A (16x16) * B (16x8), A rows g / g+8 at k (2q, 2q+1) in a0 / a1 and (2q+8, 2q+9) in a2 / a3, B column g
+// at k (2q, 2q+1) in b0 and (2q+8, 2q+9) in b1. NINFER_MMA_K8 (Turing, fp16 only) does it as two m16n8k8.
+template <typename T>
+__device__ __forceinline__ void mma_k16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                        unsigned b0, unsigned b1) {
+#if defined(NINFER_MMA_K8)
+    static_assert(sizeof(T) == 2, "fp16 only");
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a0), "r"(a1), "r"(b0));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a2), "r"(a3), "r"(b1));
+#else
+    if constexpr (sizeof(T) == 2 && !is_half<T>::value) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+#endif
+}
+
+// The stored value of output (n, t) from its fp32 sums: plain: v (+ bias); SILU: silu(g) * u of the sums of
+// gate row n and up row I + n, each rounded to T as the unfused GEMV stores them (silu_mul's arithmetic).
+template <typename T, bool SILU>
+__device__ __forceinline__ T gemv_out(float v, float u, const T *__restrict__ bias, int n) {
+    if constexpr (SILU) {
+        const float g = to_f(from_f<T>(v)), up = to_f(from_f<T>(u));
+        return from_f<T>(g / (1.f + expf(-g)) * up);
+    } else {
+        return from_f<T>(bias ? v + to_f(bias[n]) : v);
+    }
+}
+
+// Sum of the KSG partials of output (n, t) in slice order, then its stored value. part: [KSG, ntok, N] fp32
+// (N the weight's rows; SILU: gate row n, up row I + n). Written by other blocks: read through L2.
+template <typename T, bool SILU>
+__device__ __forceinline__ void gemv_finish(const float *__restrict__ part, const T *__restrict__ bias,
+                                            T *__restrict__ y, int N, int ntok, int ksg, int n, int t) {
+    const int I = SILU ? N / 2 : N;
+    float v = __ldcg(part + (i64)t * N + n), u = 0.f;
+    if (SILU) u = __ldcg(part + (i64)t * N + I + n);
+    for (int s = 1; s < ksg; s++) {
+        v += __ldcg(part + ((i64)s * ntok + t) * N + n);
+        if (SILU) u += __ldcg(part + ((i64)s * ntok + t) * N + I + n);
+    }
+    y[(i64)t * I + n] = gemv_out<T, SILU>(v, u, bias, n);
+}
+
+template <typename T, int MT, int NTILE, int U, int WARPS, bool SILU>
+__device__ __forceinline__ void gemv_mma(const T *__restrict__ W, const T *__restrict__ x,
+                                         const T *__restrict__ bias, T *__restrict__ y, float *__restrict__ part,
+                                         int *__restrict__ counters, int N, int K, int ntok, int ksg) {
+    static_assert(!SILU || MT % 2 == 0, "SILU pairs gate and up tiles");
+    constexpr int HALF = SILU ? MT / 2 : MT;   // m-tiles of output rows per warp
+    constexpr int ROWS = 16 * HALF;            // output rows per block
+    constexpr int NC = 8 * NTILE;              // token columns
+    __shared__ float red[WARPS][MT][16][NC];
+    __shared__ int s_last;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
+    const int m = blockIdx.x, s = blockIdx.y;
+    const int I = SILU ? N / 2 : N;            // output rows
+    const int KV = K / 8;                      // 16-byte vectors per row
+
+    const uint4 *wp[MT][2];
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int local = m * ROWS + 16 * (i % HALF) + g + 8 * h;
+            const int row = min(local, I - 1) + (SILU && i >= HALF ? I : 0);  // rows past the end: loaded, unused
+            wp[i][h] = reinterpret_cast<const uint4 *>(W + (i64)row * K);
+        }
+    }
+    const uint4 *xp[NTILE];
+    bool tok[NTILE];
+#pragma unroll
+    for (int j = 0; j < NTILE; j++) {
+        tok[j] = 8 * j + g < ntok;
+        xp[j] = reinterpret_cast<const uint4 *>(x + (i64)min(8 * j + g, ntok - 1) * K);
+    }
+
+    const int nch = (K + 31) / 32, S = ksg * WARPS;
+    const int per = (nch + S - 1) / S;
+    const int c0 = min(nch, (s * WARPS + warp) * per), c1 = min(nch, c0 + per);
+
+    float acc[MT][NTILE][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NTILE; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+
+#if defined(NINFER_MMA_K8) || __CUDA_ARCH__ < 800
+    // Registers (Turing): groups of U chunks, plain loads then the mma's; the tail chunk by chunk.
+    const int cfull = min(c1, K / 32);
+    int c = c0;
+    for (; c + U <= cfull; c += U) {
+        uint4 w[MT][2][U], xv[NTILE][U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) w[i][h][u] = load_stream(wp[i][h] + (c + u) * 4 + q);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int j = 0; j < NTILE; j++) xv[j][u] = tok[j] ? __ldg(xp[j] + (c + u) * 4 + q) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int j = 0; j < NTILE; j++) {
+                    mma_k16<T>(acc[i][j], w[i][0][u].x, w[i][1][u].x, w[i][0][u].y, w[i][1][u].y, xv[j][u].x,
+                               xv[j][u].y);
+                    mma_k16<T>(acc[i][j], w[i][0][u].z, w[i][1][u].z, w[i][0][u].w, w[i][1][u].w, xv[j][u].z,
+                               xv[j][u].w);
+                }
+    }
+    for (; c < c1; c++) {  // same ascending chunk order: the sums do not depend on U
+        const int v = c * 4 + q;
+        const bool ok = v < KV;  // the last chunk of a K that is no multiple of 32
+        uint4 w[MT][2], xv[NTILE];
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) w[i][h] = load_stream_if(wp[i][h] + v, ok);
+#pragma unroll
+        for (int j = 0; j < NTILE; j++) xv[j] = ok && tok[j] ? __ldg(xp[j] + v) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int j = 0; j < NTILE; j++) {
+                mma_k16<T>(acc[i][j], w[i][0].x, w[i][1].x, w[i][0].y, w[i][1].y, xv[j].x, xv[j].y);
+                mma_k16<T>(acc[i][j], w[i][0].z, w[i][1].z, w[i][0].w, w[i][1].w, xv[j].z, xv[j].w);
+            }
+    }
+
+#else
+    // cp.async (sm_80+): each lane copies its own three (or more) 16-byte vectors of a chunk into its own
+    // shared-memory slots, U chunks ahead, and reads back only what it copied itself: no barrier, nothing
+    // held in registers while in flight. A chunk past K's end is zero-filled (src-size 0).
+    extern __shared__ uint4 ring_[];  // [WARPS][U][2 MT + NTILE][32]
+    constexpr int SLOTS = 2 * MT + NTILE;
+    uint4 *ring = ring_ + warp * (U * SLOTS * 32) + lane;
+    auto issue = [&](int c) {
+        if (c < c1) {
+            const int st = (c - c0) % U, v = c * 4 + q, sz = v < KV ? 16 : 0;
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) cp_async_stream(ring + (st * SLOTS + 2 * i + h) * 32, wp[i][h] + v, sz);
+#pragma unroll
+            for (int j = 0; j < NTILE; j++)
+                if (tok[j]) cp_async_cached(ring + (st * SLOTS + 2 * MT + j) * 32, xp[j] + v, sz);
+        }
+        cp_async_commit();  // one group per chunk, empty past c1: the wait below counts groups
+    };
+#pragma unroll
+    for (int p = 0; p < U - 1; p++) issue(c0 + p);
+    for (int c = c0; c < c1; c++) {
+        issue(c + U - 1);  // into the stage chunk c - 1 was read from
+        cp_async_wait<U - 1>();
+        const int st = (c - c0) % U;
+        uint4 w[MT][2], xv[NTILE];
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) w[i][h] = ring[(st * SLOTS + 2 * i + h) * 32];
+#pragma unroll
+        for (int j = 0; j < NTILE; j++) xv[j] = tok[j] ? ring[(st * SLOTS + 2 * MT + j) * 32] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int j = 0; j < NTILE; j++) {
+                mma_k16<T>(acc[i][j], w[i][0].x, w[i][1].x, w[i][0].y, w[i][1].y, xv[j].x, xv[j].y);
+                mma_k16<T>(acc[i][j], w[i][0].z, w[i][1].z, w[i][0].w, w[i][1].w, xv[j].z, xv[j].w);
+            }
+    }
+    cp_async_wait<0>();
+#endif
+
+    // C fragment: rows g / g + 8 (elements 0-1 / 2-3), token columns 2q, 2q + 1 of each n-tile
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NTILE; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) red[warp][i][g + 8 * (e / 2)][8 * j + 2 * q + (e % 2)] = acc[i][j][e];
+    __syncthreads();
+
+    const int nout = ROWS * ntok;
+    for (int o = threadIdx.x; o < nout; o += WARPS * 32) {
+        const int t = o / ROWS, r = o % ROWS, n = m * ROWS + r;
+        float v = red[0][r / 16][r % 16][t], u = 0.f;
+#pragma unroll
+        for (int w = 1; w < WARPS; w++) v += red[w][r / 16][r % 16][t];
+        if (SILU) {
+            u = red[0][HALF + r / 16][r % 16][t];
+#pragma unroll
+            for (int w = 1; w < WARPS; w++) u += red[w][HALF + r / 16][r % 16][t];
+        }
+        if (n >= I) continue;
+        if (ksg == 1) {
+            y[(i64)t * I + n] = gemv_out<T, SILU>(v, u, bias, n);
+        } else {
+            part[((i64)s * ntok + t) * N + n] = v;
+            if (SILU) part[((i64)s * ntok + t) * N + I + n] = u;
+        }
+    }
+    if (ksg == 1 || counters == nullptr) return;  // no counters: gemv_mma_reduce finishes
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(counters + m, 1) == ksg - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    for (int o = threadIdx.x; o < nout; o += WARPS * 32) {
+        const int t = o / ROWS, n = m * ROWS + o % ROWS;
+        if (n < I) gemv_finish<T, SILU>(part, bias, y, N, ntok, ksg, n, t);
+    }
+    if (threadIdx.x == 0) counters[m] = 0;  // zero between launches (graph replays)
+}
+
+// Finishes a split launch that ran without counters (captured before any eager call allocated them): the
+// same slice-order sums as the last block's. One thread per output.
+template <typename T, bool SILU>
+__device__ __forceinline__ void gemv_mma_reduce(const float *__restrict__ part, const T *__restrict__ bias,
+                                                T *__restrict__ y, int N, int ntok, int ksg) {
+    const int I = SILU ? N / 2 : N;
+    const i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= (i64)I * ntok) return;
+    gemv_finish<T, SILU>(part, bias, y, N, ntok, ksg, (int)(o % I), (int)(o / I));
+}
+
+}  // namespace ninfer

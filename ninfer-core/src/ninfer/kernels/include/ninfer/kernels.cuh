@@ -18,6 +18,23 @@
 #ifndef NINFER_GEMV_UNROLL
 #define NINFER_GEMV_UNROLL 4  // 16-byte weight loads in flight per lane at one token
 #endif
+// Tensor-core GEMV (gemv.cuh: gemv_mma), 1..16 tokens. NINFER_MMA_WARPS is part of the summation order (warps
+// of a block split K), the rest only of the speed: m-tiles (16 rows) per warp, chunks (32 k) in flight.
+#ifndef NINFER_MMA_WARPS
+#define NINFER_MMA_WARPS 4
+#endif
+#ifndef NINFER_MMA_MT
+#define NINFER_MMA_MT 1  // plain GEMV: 16-row m-tiles per warp
+#endif
+#ifndef NINFER_MMA_MT_SILU
+#define NINFER_MMA_MT_SILU 2  // gate_up + SwiGLU: gate and up m-tiles per warp (even)
+#endif
+#ifndef NINFER_MMA_U8
+#define NINFER_MMA_U8 8  // chunks in flight, up to 8 tokens
+#endif
+#ifndef NINFER_MMA_U16
+#define NINFER_MMA_U16 4  // chunks in flight, 9..16 tokens
+#endif
 #ifndef NINFER_ATTN_WARPS
 #define NINFER_ATTN_WARPS 4
 #endif
@@ -34,6 +51,25 @@
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
         gemv_##S##_t1_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K) {                   \
         ninfer::gemv_splitk<T, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS, SK>(W, x, b, y, N, K);            \
+    }
+
+#define NINFER_GEMV_MMA(NAME, T, MT, NTILE, U, SILU)                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_MMA_WARPS * 32)                                  \
+        NAME(const T *W, const T *x, const T *b, T *y, float *part, int *ctr, int N, int K, int ntok, int ksg) { \
+        ninfer::gemv_mma<T, MT, NTILE, U, NINFER_MMA_WARPS, SILU>(W, x, b, y, part, ctr, N, K, ntok, ksg);   \
+    }
+
+#define NINFER_GEMV_MMA_KERNELS(S, T)                                                                   \
+    NINFER_GEMV_MMA(gemv_mma_##S##_n8, T, NINFER_MMA_MT, 1, NINFER_MMA_U8, false)                       \
+    NINFER_GEMV_MMA(gemv_mma_##S##_n16, T, NINFER_MMA_MT, 2, NINFER_MMA_U16, false)                     \
+    NINFER_GEMV_MMA(gemv_mma_silu_##S##_n8, T, NINFER_MMA_MT_SILU, 1, NINFER_MMA_U8, true)              \
+    NINFER_GEMV_MMA(gemv_mma_silu_##S##_n16, T, NINFER_MMA_MT_SILU, 2, NINFER_MMA_U16, true)            \
+    extern "C" __global__ void gemv_mma_reduce_##S(const float *part, const T *b, T *y, int N, int ntok, int ksg) { \
+        ninfer::gemv_mma_reduce<T, false>(part, b, y, N, ntok, ksg);                                    \
+    }                                                                                                   \
+    extern "C" __global__ void gemv_mma_silu_reduce_##S(const float *part, const T *b, T *y, int N, int ntok, \
+                                                        int ksg) {                                      \
+        ninfer::gemv_mma_reduce<T, true>(part, b, y, N, ntok, ksg);                                     \
     }
 
 #define NINFER_ATTN(S, T, D)                                                                            \
@@ -58,6 +94,7 @@
     NINFER_GEMV(S, T, 16, 2)                                                                            \
     NINFER_GEMV_SPLITK(S, T, 2)                                                                         \
     NINFER_GEMV_SPLITK(S, T, 4)                                                                         \
+    NINFER_GEMV_MMA_KERNELS(S, T)                                                                       \
     extern "C" __global__ void rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
         ninfer::rms_norm<T, false, false>(x, nullptr, w, y, rows, H, xs, eps);                          \
     }                                                                                                   \

@@ -1,0 +1,122 @@
+"""Launcher of the tensor-core GEMV (``include/ninfer/gemv.cuh``: ``gemv_mma``) for 1..16 tokens, plain or with
+the SwiGLU epilogue, shared by ``linear`` (ops.py) and ``linear_silu_mul`` (fused.py).
+
+The split of K over blocks (``k_splits``) depends only on the matrix shape and the GPU's multiprocessor count,
+never on the number of tokens, so a T-token call returns, column for column, the bits of T one-token calls
+(batch invariance: a speculative verify forward computes exactly what decoding would have).
+
+``MODE`` (``NINFER_GEMV``, read at import; benchmarks assign it) picks what serves 1..16 tokens:
+
+- ``auto`` (default): 1 token the CUDA-core GEMV (``gemv_*_t1``, split-K), 2..16 tokens cuBLAS: the fastest
+  per width on the H200 (bench/gemv_mma.py, bench/RESULTS.md 2026-12-02). Not batch-invariant: a verify
+  forward's logits can differ in the last bits from the decodes it stands for.
+- ``mma``: this tensor-core kernel for every width, batch-invariant (bitwise), at a cost measured there:
+  it streams the weights at 0.44-0.77 of copy bandwidth against the CUDA-core GEMV's 0.78-1.02.
+- ``simt``: the CUDA-core kernels for every width (``gemv_*_t{1,2,4,8,16}``), the previous behaviour.
+
+``NINFER_GEMV_KSG=n`` forces the K split (measurements only: it changes the summation order).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+import torch
+
+from .library import DTYPE_SUFFIX, KernelLibrary
+
+MODE = os.environ.get("NINFER_GEMV", "auto")
+MMA_MAX_TOKENS = 16
+MAX_KSG = 8
+
+
+def mma_on() -> bool:
+    """Tensor-core GEMV for 1..16 tokens (batch-invariant)."""
+    return MODE == "mma"
+
+
+def cublas_for(ntok: int) -> bool:
+    """cuBLAS for this many tokens (2..16 under ``auto``; prefill above 16 always)."""
+    return MODE == "auto" and ntok >= 2
+
+
+@lru_cache(maxsize=None)
+def sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@lru_cache(maxsize=None)
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def k_splits(N: int, K: int, sms: int, warps: int = 4) -> int:
+    """Blocks sharing one 16-row tile along K. Small matrices split so that every multiprocessor streams to
+    the end (about 4 blocks' worth per SM), while each warp keeps at least 8 chunks of 32 k to pipeline.
+    A function of (N, K, sms) only: every token count sums in the same order."""
+    forced = os.environ.get("NINFER_GEMV_KSG")
+    if forced:
+        return max(1, min(MAX_KSG, int(forced)))
+    tiles, chunks = (N + 15) // 16, (K + 31) // 32
+    ksg = 1
+    while ksg < MAX_KSG and tiles * ksg < 4 * sms and chunks // (2 * ksg * warps) >= 8:
+        ksg *= 2
+    return ksg
+
+
+class MmaGemv:
+    """``gemv(x [T, K], W [N, K], bias, silu)`` for one backend's library; the caller checked dtype, K % 8,
+    contiguity and 16-byte alignment, and 1 <= T <= 16."""
+
+    def __init__(self, lib: KernelLibrary, prefix: str = "gemv_mma_", **tuning: int):
+        """``prefix``/``tuning`` (NINFER_MMA_* values): a benchmark's variant kernels in its own library."""
+        self.lib, self.prefix = lib, prefix
+
+        def tune(name: str, default: int) -> int:
+            return tuning.get(name, lib.tuning(f"NINFER_MMA_{name}", default))
+
+        self.warps = tune("WARPS", 4)
+        self.mt = {False: tune("MT", 1), True: tune("MT_SILU", 2)}
+        self.stages = {8: tune("U8", 8), 16: tune("U16", 4)}
+        self.registers_only = lib.tuning("NINFER_MMA_K8", 0) == 1  # Turing: no cp.async ring in shared memory
+        self.counters: dict[int, torch.Tensor] = {}  # device -> int32 per row block, zero between launches
+
+    def _counters(self, device: torch.device, n: int) -> torch.Tensor | None:
+        c = self.counters.get(device.index)
+        if c is None or c.numel() < n:
+            if torch.cuda.is_current_stream_capturing():
+                return None  # allocated on an eager call; a graph must not own it (a reduce launch finishes)
+            c = self.counters[device.index] = torch.zeros(max(n, 1 << 16), dtype=torch.int32, device=device)
+        return c
+
+    def smem(self, device: torch.device, silu: bool, nc: int) -> int:
+        """Dynamic shared memory of a launch: the cp.async ring, [warps][stages][2 MT + n-tiles][32 lanes] x 16 B."""
+        if self.registers_only or _capability(device.index)[0] < 8:
+            return 0
+        return self.warps * self.stages[nc] * (2 * self.mt[silu] + nc // 8) * 512
+
+    def __call__(self, x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                 silu: bool = False) -> torch.Tensor:
+        T, K = x2.shape
+        N = weight.shape[0]
+        dev = x2.device
+        s = DTYPE_SUFFIX[x2.dtype]
+        nc = 8 if T <= 8 else 16
+        out_rows = N // 2 if silu else N
+        rows = 16 * (self.mt[silu] // 2 if silu else self.mt[silu])  # output rows per block
+        mblocks = (out_rows + rows - 1) // rows
+        ksg = k_splits(N, K, sm_count(dev.index), self.warps)
+        y = torch.empty(T, out_rows, dtype=x2.dtype, device=dev)  # [T, N] or [T, I]
+        part = torch.empty(ksg * T * N, dtype=torch.float32, device=dev) if ksg > 1 else None  # [ksg, T, N]
+        ctr = self._counters(dev, mblocks) if ksg > 1 else None
+        mod = self.lib.module(dev)
+        kern = mod[f"{self.prefix}{'silu_' if silu else ''}{s}_n{nc}"]
+        smem = self.smem(dev, silu, nc)
+        if smem:  # static shared memory counts towards the 48 KB default too
+            kern.set_max_dynamic_smem(smem)
+        kern((mblocks, ksg), (self.warps * 32,), weight, x2, bias, y, part, ctr, N, K, T, ksg, smem=smem)
+        if ksg > 1 and ctr is None:
+            mod[f"{self.prefix}{'silu_' if silu else ''}reduce_{s}"](((out_rows * T + 255) // 256,), (256,), part, bias,
+                                                                y, N, T, ksg)
+        return y
