@@ -97,6 +97,7 @@ def main():
     ap.add_argument("--shapes", default="8b,27b")
     ap.add_argument("--ctx", default="512,8192,32768")
     ap.add_argument("--tokens", default="1,4")
+    ap.add_argument("--splits", default="", help="also time int8/int4 at these keys per split (8K, 32K)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     bw = copy_bandwidth()
@@ -117,6 +118,26 @@ def main():
                 frac = " / ".join(f"{x['bw_fraction']:.2f}" for x in r.values())
                 print(f"| {shape} | {L} | {T} | {r['bf16']['us']:.1f} | {r['int8']['us']:.1f} | {r['int4']['us']:.1f} "
                       f"| {r['int4']['us'] / r['bf16']['us']:.2f} | {mb} | {frac} |", flush=True)
+    if a.splits:
+        from ninfer.kernels import kv_quant
+
+        print("\nint8 / int4 us by keys per split (default: the bf16 path's split size for the capacity)")
+        print("| shape | ctx | T | " + " | ".join(f"C={c}" for c in a.splits.split(",")) + " |")
+        print("|---|---|---|" + "---|" * len(a.splits.split(",")))
+        for shape in a.shapes.split(","):
+            Hq, Hk, D = SHAPES[shape]
+            for L in [x for x in map(int, a.ctx.split(",")) if x >= 8192]:
+                for T in map(int, a.tokens.split(",")):
+                    cells = []
+                    for c in map(int, a.splits.split(",")):
+                        kv_quant.SPLIT_KEYS = c
+                        r = [bench_one(a.backend, f, Hq, Hk, D, L, T) for f in ("int8", "int4")]
+                        for x in r:
+                            x.update(shape=shape, split=c, bw_fraction=x["GBs"] * 1e9 / bw)
+                        rows.extend(r)
+                        cells.append(f"{r[0]['us']:.1f} / {r[1]['us']:.1f}")
+                    kv_quant.SPLIT_KEYS = 0
+                    print(f"| {shape} | {L} | {T} | " + " | ".join(cells) + " |", flush=True)
     for x in rows:
         if x["fmt"] != "bf16" and "kvq_attention" not in x["impl"]:
             print(f"WARNING: {x['fmt']} ran {x['impl']}, not the kernel")

@@ -15,6 +15,8 @@ syncs with the host on the decode/verify path, so CUDA graphs capture it.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ..ops import DeviceSpec, OpImpl
@@ -24,6 +26,9 @@ from .attention import DECODE_MAX_TOKENS, MAX_SPLITS, prefill_sdpa, split_size
 from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
 
 KVQ_FORMATS = ("int8", "int4", "int4_norot")
+# Keys per split of the decode kernel (a power of two, 32..256); 0: the bf16 path's split_size(capacity).
+# NINFER_KVQ_SPLIT=N for A/B measurements (bench/kv_attention.py --splits sets it per row).
+SPLIT_KEYS = int(os.environ.get("NINFER_KVQ_SPLIT", "0"))
 GROUP = 64  # KVQ_GROUP in kv_quant.cuh
 WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
 
@@ -102,7 +107,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         bt = block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)
         bt = bt.contiguous()
         pos = (positions if positions.dtype == torch.int64 else positions.to(torch.int64)).contiguous()
-        C = split_size(bt.shape[0] * bs)
+        C = SPLIT_KEYS if SPLIT_KEYS in (32, 64, 128, 256) else split_size(bt.shape[0] * bs)
         S = (bt.shape[0] * bs + C - 1) // C
         if S > MAX_SPLITS:
             return kv_ops.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
