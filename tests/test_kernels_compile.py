@@ -79,7 +79,11 @@ def test_cli_build_for_an_arch_reports_json():
     out = json.loads(res.output.strip().splitlines()[-1])
     expected = sum(len(c.kernels.kernel_names()) for c in installed_backends().values()
                    if getattr(c, "kernels", None) is not None and "sm_90" in c.kernels.arches)
+    from ninfer.quant import gpu as qgpu
+
+    expected += len(qgpu.kernel_names("sm_90"))  # the quant GEMVs are built too
     assert out["arch"] == "sm_90" and out["compiled"] == expected
+    assert any(b["backend"].startswith("quant") for b in out["backends"])
 
 
 def test_cli_rejects_a_malformed_arch():

@@ -45,8 +45,29 @@ def build(arch: str | None = None) -> dict:
         total += n
         backends.append({"backend": name, "kernels": n, "cached": cached, "cubin_bytes": len(cubin),
                          "seconds": round(time.perf_counter() - t0, 2)})
+    if arch in _quant_arches():  # the grouped-int GEMV of ninfer.quant, registered for every GPU backend
+        from ..quant import gpu as qgpu
+        from .nvrtc import cache_dir
+
+        t0 = time.perf_counter()
+        before = set(cache_dir().glob("ninfer_qgemv-*"))
+        cubin = qgpu.compile_for(arch)
+        missing = [k for k in qgpu.kernel_names(arch) if k.encode() + b"\0" not in cubin]
+        if missing:
+            raise NinferError(f"the quant kernels compiled for {arch} lack {missing}; fix quant/kernels/qgemv.cu.")
+        n = len(qgpu.kernel_names(arch))
+        total += n
+        backends.append({"backend": "quant (qgemv/qmma)", "kernels": n,
+                         "cached": set(cache_dir().glob("ninfer_qgemv-*")) == before,
+                         "cubin_bytes": len(cubin), "seconds": round(time.perf_counter() - t0, 2)})
     major, minor = nvrtc_version()
     return {"arch": arch, "compiled": total, "backends": backends, "nvrtc": f"{major}.{minor}"}
+
+
+def _quant_arches() -> set[str]:
+    from ..quant import gpu as qgpu
+
+    return {f"sm_{b[2:]}" for b in qgpu.BACKENDS}
 
 
 @click.group("kernels")

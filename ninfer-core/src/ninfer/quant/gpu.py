@@ -1,5 +1,11 @@
 """The grouped-int GEMV on CUDA: compile ``kernels/qgemv.cu`` with the core's NVRTC toolchain, launch
-it for decode/verify widths, and fall back to dequantise + cuBLAS for prefill.
+it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16).
+
+Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zero point, 16-bit
+scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0) is repacked once into 16-row tiles
+(:func:`prepare`, called at load; ``layout.pack_tiles``) and served by ``qmma_*``: fp16/bf16 MMAs of
+exact (u - z) codes, float32 accumulation, one block per tile with its warps splitting K. Everything
+else (GGUF mins, group 16, float32 scales, sm_75) takes the CUDA-core kernel ``qgemv_*``.
 
 Registered for every GPU backend by name (``quant.plugin``); the shared headers come from
 ``ninfer/kernels/include``, so the kernel meets the same build rules as the backends' own.
@@ -7,12 +13,13 @@ Registered for every GPU backend by name (``quant.plugin``); the shared headers 
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
 import torch
 
-from .layout import QuantWeight, dequantize
+from .layout import TILE_ROWS, QuantWeight, dequantize, pack_tiles, tile_chunk
 
 SOURCE = Path(__file__).parent / "kernels" / "qgemv.cu"
 WIDTHS = (1, 2, 4, 8, 16)
@@ -21,7 +28,14 @@ WARPS = 4
 BACKENDS = {"sm75": (torch.float16,), "sm86": (torch.bfloat16, torch.float16), "sm89": (torch.bfloat16, torch.float16),
             "sm90": (torch.bfloat16, torch.float16), "sm120": (torch.bfloat16, torch.float16)}
 _SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16"}
-_modules: dict[int, object] = {}
+MMA_WIDTHS = (8, 16)  # qmma_*_t8 serves 1..8 tokens, _t16 9..16
+MMA_MAX_WARPS = 16
+# NINFER_QMMA=0 keeps every weight on the CUDA-core kernel (the A/B switch of bench/quant.py)
+TILES_ON = os.environ.get("NINFER_QMMA", "1") not in ("0", "false", "off")
+# bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
+CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
+_modules: dict[tuple, object] = {}
+_sms: dict[int, int] = {}
 _lock = threading.Lock()
 
 
@@ -31,33 +45,98 @@ def _include_dir() -> str:
     return str(Path(kernels.__file__).parent / "include")
 
 
-def options(arch: str) -> tuple[str, ...]:
-    return ("-DQG_NO_BF16",) if arch == "sm_75" else ()
+def _has_mma(arch: str) -> bool:
+    return int(arch.split("_")[1][:-1] if arch[-1].isalpha() else arch.split("_")[1]) >= 80
 
 
-def compile_for(arch: str, use_cache: bool = True) -> bytes:
-    """The cubin for ``arch`` ('sm_90'); needs no GPU."""
+def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    base = ("-DQG_NO_BF16",) if arch == "sm_75" else ()
+    return base + (("-DQG_MMA",) if _has_mma(arch) else ()) + tuple(extra)
+
+
+def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = ()) -> bytes:
+    """The cubin for ``arch`` ('sm_90'); needs no GPU. ``extra``: more -D options (bench variants)."""
     from ..kernels.nvrtc import compile_cubin
 
-    cubin, _ = compile_cubin(SOURCE.read_text(), "ninfer_qgemv", arch, options(arch),
+    cubin, _ = compile_cubin(SOURCE.read_text(), "ninfer_qgemv", arch, options(arch, extra),
                              include_dirs=(_include_dir(),), use_cache=use_cache, progress=False)
     return cubin
 
 
+def mma_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int) -> str:
+    return f"qmma_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}_t{width}"
+
+
 def kernel_names(arch: str) -> list[str]:
     dts = ("f16",) if arch == "sm_75" else ("f16", "bf16")
-    return [f"qgemv_{s}_b{b}_t{t}" for s in dts for b in (8, 4) for t in WIDTHS]
+    names = [f"qgemv_{s}_b{b}_t{t}" for s in dts for b in (8, 4) for t in WIDTHS]
+    if _has_mma(arch):
+        names += [mma_kernel_name(d, sd, b, z, t) for d in _SUFFIX for sd in _SUFFIX for b in (8, 4)
+                  for z in (False, True) for t in MMA_WIDTHS]
+    return names
 
 
-def _module(device: torch.device):
+def _module(device: torch.device, extra: tuple[str, ...] = ()):
     from ..kernels.launch import Module
 
     idx = device.index if device.index is not None else torch.cuda.current_device()
     with _lock:
-        if idx not in _modules:
+        if (idx, extra) not in _modules:
             major, minor = torch.cuda.get_device_capability(idx)
-            _modules[idx] = Module(compile_for(f"sm_{major}{minor}"), idx, label="ninfer-qgemv")
-    return _modules[idx]
+            _modules[idx, extra] = Module(compile_for(f"sm_{major}{minor}", extra=extra), idx, label="ninfer-qgemv")
+    return _modules[idx, extra]
+
+
+def tiles_cover(w: QuantWeight, device: torch.device) -> bool:
+    """Whether the tensor-core kernel serves ``w`` on ``device`` (see the module docstring)."""
+    if device.type != "cuda" or torch.cuda.get_device_capability(device)[0] < 8:
+        return False
+    return (w.mins is None and w.scales.dtype in _SUFFIX and w.group_size % 32 == 0
+            and w.in_features % tile_chunk(w.bits) == 0 and w.in_features % w.group_size == 0)
+
+
+def tile_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Scales (and zero points) of a tiled weight, per tile and group, the two rows a lane needs side by
+    side: int32 [tiles, groups, 8] = s[16i + g] | s[16i + g + 8] << 16; int16 likewise for zeros (bytes)."""
+    cached = getattr(w, "_tile_params", None)
+    if cached is not None:
+        return cached
+    n, ng = w.scales.shape
+    tiles = -(-n // TILE_ROWS)
+
+    def pairs(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        p = torch.zeros(tiles * TILE_ROWS, ng, dtype=t.dtype, device=t.device)
+        p[:n] = t
+        return p.view(tiles, 2, 8, ng).permute(0, 3, 2, 1).contiguous().view(dtype)[..., 0]
+
+    s = pairs(w.scales, torch.int32)
+    z = None if w.zeros is None else pairs(w.zeros.to(torch.uint8), torch.int16)
+    w._tile_params = (s, z)
+    return w._tile_params
+
+
+def prepare(w: QuantWeight) -> QuantWeight:
+    """Repack ``w`` (on its CUDA device) for the tensor-core kernel, in place, when it covers it; once, at
+    load: a weight first seen during CUDA-graph capture is served by the CUDA-core kernel instead."""
+    if w.packing == "rows" and TILES_ON and tiles_cover(w, w.device):
+        w.qweight = pack_tiles(w).qweight
+        w.packing = "tiles16"
+    if w.packing == "tiles16":
+        tile_params(w)
+    return w
+
+
+def mma_warps(tiles: int, k: int, bits: int, device: torch.device) -> int:
+    """Warps per tile (they split K): as many as keep every block of the grid resident at once
+    (~32 warps an SM), at least 4, at most 16, and no more than the chunks of a row."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _sms:
+        _sms[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    room = _sms[idx] * 32
+    w = 16
+    while w > 4 and tiles * w > room:
+        w //= 2
+    return max(1, min(w, k // tile_chunk(bits)))
 
 
 def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,21 +161,33 @@ def _width(t: int) -> int:
 
 def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ dequant(W)^T (+ b). x: [..., K] fp16/bf16 on CUDA -> [..., N]."""
-    k, n = w.in_features, w.qweight.shape[0]
+    k, n = w.in_features, w.scales.shape[0]
     if w.perm is not None:
         x = x.index_select(-1, w.perm)
     x2 = x.reshape(-1, k)  # [T, K]
     t = x2.shape[0]
     per = 128 // w.bits
-    if (not x.is_cuda or x.dtype not in _SUFFIX or t == 0 or t > MAX_TOKENS or k % per or w.group_size % per
-            or (bias is not None and bias.dtype != x.dtype)):
-        # prefill (and anything the kernel does not cover): dequantise once, then cuBLAS
+    if (w.packing == "rows" and x.is_cuda and TILES_ON and not torch.cuda.is_current_stream_capturing()
+            and tiles_cover(w, x.device)):
+        prepare(w)  # a weight that missed prepare() at load: repack now, outside any graph capture
+    tiled = w.packing == "tiles16"
+    if (not x.is_cuda or x.dtype not in _SUFFIX or t == 0 or t > MAX_TOKENS
+            or (not tiled and (k % per or w.group_size % per)) or (bias is not None and bias.dtype != x.dtype)):
+        # prefill (and anything the kernels do not cover): dequantise once, then cuBLAS
         return torch.nn.functional.linear(x, dequantize(w, x.dtype), bias)
     x2 = x2.contiguous()
-    if x2.data_ptr() % 16:  # the kernel reads activations in 16-byte vectors
+    if x2.data_ptr() % 16:  # the kernels read activations in 16-byte vectors
         x2 = x2.clone()
-    s, o = gpu_params(w)
     y = torch.empty(t, n, dtype=x.dtype, device=x.device)  # [T, N]
+    if tiled:
+        sp, zp = tile_params(w)
+        tiles = -(-n // TILE_ROWS)
+        warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
+        name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, 8 if t <= 8 else 16)
+        _module(x.device, extra)[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size,
+                                       t)
+        return y.view(*x.shape[:-1], n)
+    s, o = gpu_params(w)
     nt = _width(t)
     _module(x.device)[f"qgemv_{_SUFFIX[x.dtype]}_b{w.bits}_t{nt}"](
         ((n + WARPS - 1) // WARPS, (t + nt - 1) // nt), (WARPS * 32,), w.qweight, s, o, x2, bias, y, n, k,

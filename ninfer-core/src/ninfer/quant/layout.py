@@ -13,11 +13,17 @@ even column in the low nibble, ``qweight`` uint8 [N, K/2] (the byte order compre
 GPTQ use on little-endian machines, so their files repack without shuffling). ``zeros`` None means
 symmetric: the implicit zero point 2**(bits-1). ``perm`` (GPTQ act-order) names the input column
 each packed column came from: ``y = x[..., perm] @ W_packed^T``.
+
+On GPUs with tensor cores the codes are repacked once, at load, into 16-row tiles (``packing ==
+"tiles16"``, :func:`pack_tiles`): the order in which the tensor-core GEMV's lanes read them. Scales,
+zeros and mins keep their [N, K/group_size] form, and :func:`unpack_codes` undoes the tiling, so every
+reader of the codes (the reference GEMM, the prefill dequantise) works on either packing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import torch
 
@@ -36,6 +42,7 @@ class QuantWeight:
     zeros: torch.Tensor | None = None  # uint8/int16 [N, K/group_size], unsigned domain; None = symmetric
     mins: torch.Tensor | None = None  # float [N, K/group_size] (u * s + m form)
     perm: torch.Tensor | None = None  # int64 [K] input column order (GPTQ act-order)
+    packing: str = "rows"  # "rows": qweight [N, K*bits/8] row-major; "tiles16": see pack_tiles
 
     @property
     def layout(self) -> str:
@@ -43,7 +50,7 @@ class QuantWeight:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.qweight.shape[0], self.in_features)
+        return (self.scales.shape[0], self.in_features)
 
     @property
     def device(self) -> torch.device:
@@ -62,11 +69,87 @@ class QuantWeight:
 
 
 def unpack_codes(qweight: torch.Tensor, bits: int) -> torch.Tensor:
-    """Packed uint8 -> unsigned codes uint8 [N, K]."""
+    """Packed uint8 -> unsigned codes uint8 [N, K] (row packing)."""
     if bits == 8:
         return qweight
     lo, hi = qweight & 0x0F, qweight >> 4
     return torch.stack([lo, hi], dim=-1).reshape(qweight.shape[0], -1)  # [N, K]
+
+
+def codes_of(w: "QuantWeight") -> torch.Tensor:
+    """The unsigned codes uint8 [N, K] of ``w`` in packed column order, whatever its packing."""
+    codes = unpack_codes(w.qweight, w.bits)
+    if w.packing == "tiles16":
+        codes = untile_codes(codes, w.bits, w.scales.shape[0], w.in_features)
+    return codes
+
+
+TILE_ROWS = 16
+
+
+def tile_chunk(bits: int) -> int:
+    """Input columns per 16-byte vector of one lane in the tiled packing: 64 (int4) or 32 (int8)."""
+    return 64 if bits == 4 else 32
+
+
+@lru_cache(maxsize=16)
+def _tile_order(bits: int, device) -> torch.Tensor:
+    """For one chunk of one tile, in the order the codes are stored: row * chunk + column of each code.
+
+    Lane l = 4g + t of a warp reads 16 bytes: the A fragments (rows g and g + 8) of the mma.m16n8k16 steps
+    of its chunk. Step s's k positions {2t, 2t+1, 2t+8, 2t+9} are the columns 32*(s//2) + 8t + 4*(s%2)
+    + {0, 1, 2, 3} (int4; int8: 8t + 4s + ...), so a lane's activations are 8 consecutive columns (one
+    16-byte load) and every 32 columns belong to one group when group_size % 32 == 0. int4: one 32-bit
+    word per step, nibbles (rows g, g+8, g, g+8, ...) x (cols +0, +0, +2, +2, +1, +1, +3, +3), so that
+    (w & 0x000F000F) and its shifts by 4, 8, 12 give the pairs of the four A registers. int8: two words
+    per step, bytes (g, +0), (g, +1), (g+8, +0), (g+8, +1), then the same for +2, +3.
+    """
+    order = []
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        if bits == 4:
+            for s in range(4):
+                for i in range(8):
+                    j = (i // 2 % 2) * 2 + i // 4
+                    order.append((g + 8 * (i % 2)) * 64 + 32 * (s // 2) + 8 * t + 4 * (s % 2) + j)
+        else:
+            for s in range(2):
+                for wd in range(2):
+                    for b in range(4):
+                        order.append((g + 8 * (b // 2)) * 32 + 8 * t + 4 * s + 2 * wd + b % 2)
+    return torch.tensor(order, dtype=torch.int64, device=device)
+
+
+def tile_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
+    """Unsigned codes [N, K] -> the tiled packing, uint8 [ceil(N/16)*16, K*bits/8] (rows padded with 0)."""
+    n, k = codes.shape
+    ch = tile_chunk(bits)
+    if k % ch:
+        raise NinferError(f"The tiled int{bits} packing needs the input size to be a multiple of {ch}.")
+    tiles = -(-n // TILE_ROWS)
+    c = torch.zeros(tiles * TILE_ROWS, k, dtype=torch.uint8, device=codes.device)
+    c[:n] = codes
+    c = c.view(tiles, TILE_ROWS, k // ch, ch).permute(0, 2, 1, 3).reshape(tiles, k // ch, TILE_ROWS * ch)
+    c = c[..., _tile_order(bits, codes.device)]
+    return pack_codes(c.reshape(tiles * TILE_ROWS, k), bits)
+
+
+def untile_codes(codes: torch.Tensor, bits: int, n: int, k: int) -> torch.Tensor:
+    """Inverse of :func:`tile_codes` on unpacked codes [N_pad, K] -> [n, K]."""
+    ch = tile_chunk(bits)
+    tiles = codes.shape[0] // TILE_ROWS
+    out = torch.empty(tiles, k // ch, TILE_ROWS * ch, dtype=codes.dtype, device=codes.device)
+    out[..., _tile_order(bits, codes.device)] = codes.reshape(tiles, k // ch, TILE_ROWS * ch)
+    out = out.view(tiles, k // ch, TILE_ROWS, ch).permute(0, 2, 1, 3).reshape(tiles * TILE_ROWS, k)
+    return out[:n]
+
+
+def pack_tiles(w: "QuantWeight") -> "QuantWeight":
+    """``w`` with its codes in the tiled packing (a new QuantWeight sharing scales, zeros, mins, perm)."""
+    if w.packing == "tiles16":
+        return w
+    return replace(w, qweight=tile_codes(unpack_codes(w.qweight, w.bits)[:, : w.in_features], w.bits),
+                   packing="tiles16")
 
 
 def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
@@ -87,7 +170,7 @@ def dequantize(w: QuantWeight, dtype: torch.dtype = torch.float32) -> torch.Tens
     and ``dtype`` equal to the scale dtype, this is bit-identical to computing in that dtype
     (the product of two short mantissas is exact in float32).
     """
-    codes = unpack_codes(w.qweight, w.bits)
+    codes = codes_of(w)
     n, k = codes.shape[0], w.in_features
     g = w.group_size
     u = codes[:, :k].float().view(n, k // g, g)  # [N, G, g]
@@ -152,10 +235,13 @@ def cat_rows(parts: list[QuantWeight]) -> QuantWeight | None:
     if len(parts) == 1:
         return parts[0]
     a = parts[0]
+    if a.packing != "rows":
+        return None
     for p in parts[1:]:
         same = (p.bits, p.group_size, p.in_features, p.scales.dtype) == (a.bits, a.group_size, a.in_features,
                                                                          a.scales.dtype)
         same = same and (p.zeros is None) == (a.zeros is None) and (p.mins is None) == (a.mins is None)
+        same = same and p.packing == a.packing == "rows"
         same = same and ((p.perm is None and a.perm is None) or
                          (p.perm is not None and a.perm is not None and torch.equal(p.perm, a.perm)))
         if not same:

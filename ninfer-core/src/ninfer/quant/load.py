@@ -50,4 +50,11 @@ def load_quantized(model, path: str, checkpoint, names: list[str], device: torch
     if any(p is None for p in parts):
         return None  # some part is stored dense: load the fused weight dense
     fused = cat_rows(parts)
-    return None if fused is None else fused.to(device)
+    if fused is None:
+        return None
+    fused = fused.to(device)
+    if device.type == "cuda":
+        from .gpu import prepare
+
+        prepare(fused)  # the tensor-core GEMV's tiled packing, made once here (never inside a graph capture)
+    return fused
