@@ -1,43 +1,69 @@
-"""Decode-speed of grouped-int weights on the GPU: every Linear of a 27B-shaped model in int4 (W4A16,
-group 128) and of an 8B-shaped model in int8 (W8A16, group 128), batch 1, replayed from a CUDA graph.
+"""Decode speed of grouped-int weights on the GPU: W4A16 (27B shape) and W8A16 (8B shape), group 128.
 
-Prints per model: weight bytes, time per token for all the model's GEMVs (attention, norms and lm_head
-excluded, so it is the GEMV ceiling of decode tok/s), achieved bandwidth and its fraction of the
-card's peak, and the same model in bf16 through cuBLAS in the same process as the peer.
-Usage: python bench/quant.py [--peak-gbs 4800] [--layers N]
+1. GEMV-only (``gemv``): every Linear of L layers in one CUDA graph, batch 1 and verify widths, through
+   the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel (``qmma_*``,
+   tiled packing) and the same shapes in bf16 through cuBLAS as the peer. Bytes are what each kernel
+   reads: codes plus scales as it stores them (qgemv: float32 scale and offset; qmma: 16-bit scales).
+2. Sweep (``sweep``): per matrix shape (copies past L2, ~1 GB), GB/s of qmma for warps per tile x loads
+   in flight per lane (QM_U), beside the launcher's default choice.
+3. End to end (``e2e``): a random-weight model of the shape (every Linear in the layers quantised with
+   random codes; embedding, lm_head, norms, GDN parameters bf16) through ModelRunner with CUDA graphs,
+   as bench/decode.py does for bf16: 128 greedy tokens after a 512-token prompt (prefill dequantises and
+   calls cuBLAS), qgemv vs qmma on the same weights. Step GB = the codes and scales the decode kernel
+   reads + dense weights (embedding excepted) + KV + recurrent state; fraction of the copy bandwidth
+   measured in the same process.
+
+    python bench/quant.py --layers 16 --parts gemv,sweep,e2e --e2e-layers 64
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
+import sys
 import time
 
 import torch
 
-SHAPES = {  # name: (bits, hidden, q_out, kv_out, intermediate, layers)
-    "27B-shaped W4A16 g128": (4, 5120, 6144, 1024, 17408, 64),
-    "8B-shaped W8A16 g128": (8, 4096, 4096, 1024, 14336, 32),
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+SHAPES = {  # name: (bits, hidden, q_out, kv_out, intermediate, layers, random_model shape, e2e weights)
+    "27B W4A16 g128": (4, 5120, 6144, 1024, 17408, 64, "qwen3.5-27b"),
+    "8B W8A16 g128": (8, 4096, 4096, 1024, 14336, 32, "llama3-8b"),
 }
+GROUP = 128
 
 
-def random_quant(n: int, k: int, bits: int, group: int = 128):
+def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):
+    """Random codes (uniform) with fp16 scales that give the weight a std of K^-1/2 (rows packing)."""
     from ninfer.quant.layout import QuantWeight
 
-    per_byte = 8 // bits
-    q = torch.randint(0, 256, (n, k // per_byte), dtype=torch.uint8, device="cuda")
-    s = (torch.rand(n, k // group, device="cuda") * 0.01).half()
-    return QuantWeight(q, s, bits, group, k)
+    q = torch.randint(0, 256, (n, k * bits // 8), dtype=torch.uint8, device=device)
+    spread = math.sqrt(((1 << bits) ** 2 - 1) / 12)  # std of a uniform code
+    s = (torch.rand(n, k // group, device=device) * 0.2 + 0.9) * (k ** -0.5 / spread)
+    return QuantWeight(q, s.half(), bits, group, k)
 
 
 def layer_shapes(hidden, q_out, kv_out, inter):
     return [(q_out + 2 * kv_out, hidden), (hidden, q_out), (2 * inter, hidden), (hidden, inter)]  # qkv, o, gate_up, down
 
 
-def time_graph(fn, iters=50) -> float:
+def read_bytes(w) -> int:
+    from ninfer.quant import gpu
+
+    if w.packing == "tiles16":
+        s, z = gpu.tile_params(w)
+        return w.qweight.numel() + s.numel() * 4 + (0 if z is None else z.numel() * 2)
+    return w.qweight.numel() + w.scales.numel() * 8  # float32 scale and offset
+
+
+def time_graph(fn, iters=20) -> float:
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        fn()  # warm up: compiles kernels, caches float scales
+        fn()  # warm up: compiles kernels, caches scales
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
@@ -51,36 +77,199 @@ def time_graph(fn, iters=50) -> float:
     return (time.perf_counter() - t) / iters
 
 
-def bench_model(name, bits, hidden, q_out, kv_out, inter, layers, peak_gbs):
-    from ninfer.quant.gpu import quant_linear
+def gemv_part(name, bits, dims, layers, bw, widths):
+    from ninfer.quant import gpu
 
-    shapes = layer_shapes(hidden, q_out, kv_out, inter) * layers
+    shapes = layer_shapes(*dims) * layers
     ws = [random_quant(n, k, bits) for n, k in shapes]
-    x = {k: torch.randn(1, k, device="cuda", dtype=torch.bfloat16) for _, k in shapes}
-    qbytes = sum(w.qweight.numel() + w.scales.numel() * 8 for w in ws)  # codes + float32 scale and offset read
-    tq = time_graph(lambda: [quant_linear(x[w.in_features], w) for w in ws])
+    xs = {t: {k: torch.randn(t, k, device="cuda", dtype=torch.bfloat16) for _, k in shapes} for t in widths}
+    rows = []
+    gpu.TILES_ON = False
+    for t in widths:
+        sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
+        rows.append(("qgemv (CUDA cores, before)", t, sec, sum(read_bytes(w) for w in ws)))
+    gpu.TILES_ON = True
+    for w in ws:
+        gpu.prepare(w)
+    for t in widths:
+        sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
+        rows.append(("qmma (tensor cores, new)", t, sec, sum(read_bytes(w) for w in ws)))
     ws.clear()
     torch.cuda.empty_cache()
     dense = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for n, k in shapes]
-    dbytes = sum(d.numel() * 2 for d in dense)
-    td = time_graph(lambda: [torch.nn.functional.linear(x[d.shape[1]], d) for d in dense])
+    for t in widths:
+        sec = time_graph(lambda t=t: [torch.nn.functional.linear(xs[t][d.shape[1]], d) for d in dense])
+        rows.append(("bf16 cuBLAS (peer)", t, sec, sum(d.numel() * 2 for d in dense)))
     dense.clear()
     torch.cuda.empty_cache()
-    for label, sec, nbytes in ((f"{name} (ninfer qgemv)", tq, qbytes), (f"{name[:10]} bf16 (cuBLAS peer)", td, dbytes)):
+    for label, t, sec, nbytes in rows:
         gbs = nbytes / sec / 1e9
-        print(f"| {label:34s} | {nbytes / 1e9:7.2f} | {sec * 1e3:8.3f} | {1 / sec:8.1f} | {gbs:7.0f} | {gbs / peak_gbs:6.1%} |")
+        print(f"| {name} x{layers} | {label} | {t} | {nbytes / 1e9:.2f} | {sec * 1e3:.3f} | {gbs:.0f} | "
+              f"{gbs * 1e9 / bw:.3f} |", flush=True)
+
+
+def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
+    from ninfer.quant import gpu
+
+    best = {}
+    for n, k in dict.fromkeys(layer_shapes(*dims)):
+        per = n * k * bits // 8
+        ws = [gpu.prepare(random_quant(n, k, bits)) for _ in range(max(2, math.ceil(target_bytes / per)))]
+        x = torch.randn(1, k, device="cuda", dtype=torch.bfloat16)
+        nbytes = sum(read_bytes(w) for w in ws)
+        tiles = -(-n // 16)
+        res = {}
+        gpu.CONFIG_OVERRIDE.clear()
+        res["default"] = nbytes / time_graph(lambda x=x, ws=ws: [gpu.quant_linear(x, w) for w in ws]) / 1e9
+        default_w = gpu.mma_warps(tiles, k, bits, x.device)
+        for u in (2, 4, 8):
+            extra = () if u == 4 else ("-DQM_BENCH_ONLY", f"-DQM_U={u}")
+            for wp in (4, 8, 16):
+                gpu.CONFIG_OVERRIDE[(n, k, bits)] = (wp, extra)
+                res[(wp, u, extra)] = nbytes / time_graph(lambda x=x, ws=ws: [gpu.quant_linear(x, w) for w in ws]) / 1e9
+        gpu.CONFIG_OVERRIDE.clear()
+        top = max((c for c in res if c != "default"), key=res.get)
+        best[(n, k, bits)] = (top[0], top[2])
+        cells = " ".join(f"w{c[0]}u{c[1]}={res[c]:.0f}" for c in res if c != "default")
+        print(f"| {name} | {n}x{k} | {tiles} | default (w{default_w}u4) {res['default']:.0f} "
+              f"({res['default'] * 1e9 / bw:.3f}) | best w{top[0]}u{top[1]} {res[top]:.0f} "
+              f"({res[top] * 1e9 / bw:.3f}) | {cells} |", flush=True)
+        ws.clear()
+        torch.cuda.empty_cache()
+    return best
+
+
+def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: int = 0):
+    """(runner, weights) of a random model whose layers' Linears are random grouped-int weights."""
+    import random_model as rm
+
+    from ninfer.config.model import model_config_from_hf
+    from ninfer.models.decoder import CausalLM
+    from ninfer.ops import DeviceSpec, resolve
+
+    cfg = model_config_from_hf(rm.shape_config(shape, layers))
+    model = CausalLM(cfg, resolve("reference", DeviceSpec.of(torch.device("cuda"), dtype)))  # only its slots
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    weights = {}
+    for path, _, _, shp, kind in rm._targets(model):
+        if kind == "linear" and path.startswith("layers."):
+            weights[path] = random_quant(shp[0], shp[1], bits)
+            continue
+        t = torch.empty(shp, dtype=torch.float32, device="cuda")
+        mean, std = {"linear": (0, shp[-1] ** -0.5), "embed": (0, 1), "norm": (1, 0.1), "norm_zc": (0, 0.1),
+                     "conv": (0, 0.5)}.get(kind, (0, 0.5))
+        weights[path] = t.normal_(mean, std, generator=gen).to(dtype)
+    del model
+    return rm.build(shape, "sm90", "cuda", dtype, 512 + 128 + 64, layers=layers, weights=weights)
+
+
+def decode_speed(runner, ctx=512, new=128) -> float:
+    vocab = runner.cfg.vocab_size
+    argmax = runner.model.ops.argmax
+    prompt = torch.randint(0, vocab, (ctx,), generator=torch.Generator().manual_seed(0)).tolist()
+    runner.reset()
+    tok = int(argmax(runner.prefill(prompt)[None])[0])
+    for _ in range(3):  # the first decode runs eagerly and captures the graph
+        tok = int(argmax(runner.decode(tok)[None])[0])
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(new):
+        tok = int(argmax(runner.decode(tok)[None])[0])
+    return new / (time.perf_counter() - t0)
+
+
+def e2e_part(name, bits, shape, layers, bw, tuned):
+    import decode as dec
+
+    from ninfer.engine.cuda_graph import CudaGraphs
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import QuantWeight
+
+    gpu.TILES_ON = False
+    runner, weights = quant_model(shape, layers, bits)
+    quant = [w for w in weights.values() if isinstance(w, QuantWeight)]
+    dense = sum(t.numel() * t.element_size() for p, t in weights.items()
+                if isinstance(t, torch.Tensor) and p != "embed_tokens")
+    other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
+    results = []
+    for label in ("qgemv (before)", "qmma (new, default)", "qmma (sweep's best per shape)"):
+        if label.startswith("qmma") and not gpu.TILES_ON:
+            gpu.TILES_ON = True
+            for w in quant:
+                gpu.prepare(w)
+        if "best" in label:
+            if not tuned:
+                continue
+            gpu.CONFIG_OVERRIDE.update(tuned)
+        runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
+        tok_s = decode_speed(runner)
+        gpu.CONFIG_OVERRIDE.clear()
+        nbytes = sum(read_bytes(w) for w in quant) + dense + other
+        results.append((label, tok_s, nbytes))
+        print(f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | "
+              f"{tok_s * layers / SHAPES[name][5]:.1f} |" if layers != SHAPES[name][5] else
+              f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | - |",
+              flush=True)
+    del runner, weights, quant
+    torch.cuda.empty_cache()
+    return results
 
 
 def main():
+    import decode as dec
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peak-gbs", type=float, default=4800.0, help="the card's memory bandwidth (H200: 4800)")
-    ap.add_argument("--layers", type=int, default=None, help="override the layer count (smaller cards)")
-    args = ap.parse_args()
-    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("| model | weights GB | ms/token (GEMVs) | tok/s ceiling | GB/s | of peak |")
-    print("|---|---|---|---|---|---|")
-    for name, (bits, h, qo, kvo, inter, layers) in SHAPES.items():
-        bench_model(name, bits, h, qo, kvo, inter, args.layers or layers, args.peak_gbs)
+    ap.add_argument("--layers", type=int, default=16, help="layers in the GEMV-only graph")
+    ap.add_argument("--e2e-layers", default="27B W4A16 g128=64,8B W8A16 g128=32")
+    ap.add_argument("--parts", default="gemv,sweep,e2e")
+    ap.add_argument("--widths", default="1,4,8,16")
+    ap.add_argument("--models", default=",".join(SHAPES))
+    ap.add_argument("--tuned", default=None, help="JSON file: the sweep writes its best configs, e2e reads them")
+    a = ap.parse_args()
+    parts = a.parts.split(",")
+    bw = dec.copy_bandwidth()
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, copy bandwidth {bw / 1e12:.2f} TB/s",
+          flush=True)
+    models = a.models.split(",")
+    if "gemv" in parts:
+        print("| model | kernel | tokens | GB read | ms | GB/s | of copy bw |\n|---|---|---|---|---|---|---|")
+        for name in models:
+            bits, *dims, _, _ = SHAPES[name]
+            try:
+                gemv_part(name, bits, dims, a.layers, bw, [int(w) for w in a.widths.split(",")])
+            except Exception as e:
+                print(f"FAILED gemv {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                torch.cuda.empty_cache()
+    tuned = {}
+    if "sweep" in parts:
+        print("| model | N x K | tiles | default GB/s (of copy) | best | all (w = warps/tile, u = loads/lane) |\n"
+              "|---|---|---|---|---|---|")
+        for name in models:
+            bits, *dims, _, _ = SHAPES[name]
+            try:
+                tuned[name] = sweep_part(name, bits, dims, bw)
+            except Exception as e:
+                print(f"FAILED sweep {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                torch.cuda.empty_cache()
+    if a.tuned and "sweep" in parts:
+        with open(a.tuned, "w") as f:
+            json.dump({m: [[list(key), cfg[0], list(cfg[1])] for key, cfg in t.items()] for m, t in tuned.items()}, f)
+    elif a.tuned and os.path.exists(a.tuned):
+        with open(a.tuned) as f:
+            tuned = {m: {tuple(key): (wp, tuple(extra)) for key, wp, extra in t} for m, t in json.load(f).items()}
+    if "e2e" in parts:
+        lay = dict(kv.split("=") for kv in a.e2e_layers.split(","))
+        print("| model | layers | GEMV | decode tok/s | step GB | of copy bw | scaled to all layers |\n"
+              "|---|---|---|---|---|---|---|")
+        for name in models:
+            if name not in lay:
+                continue
+            bits, *_, shape = SHAPES[name]
+            try:
+                e2e_part(name, bits, shape, int(lay[name]), bw, tuned.get(name, {}))
+            except Exception as e:  # one model failing must not hide the other
+                print(f"FAILED e2e {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
