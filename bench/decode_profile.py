@@ -1,0 +1,60 @@
+"""Where a decode step's GPU time goes: kernel times of eager decode steps (CUDA graphs off, so every
+kernel is its own launch; kernel durations are those the graph replays), grouped by kernel name, with
+the bytes the GEMVs must read as a yardstick.
+
+    python bench/decode_profile.py --shape qwen3.5-27b --layers 8 --steps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import defaultdict
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import random_model as rm  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="qwen3.5-27b")
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--backend", default="sm90")
+    a = ap.parse_args()
+    os.environ["NINFER_CUDA_GRAPHS"] = "0"
+    runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, a.ctx + 64, layers=a.layers)
+    prompt = torch.randint(0, runner.cfg.vocab_size, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
+    argmax = runner.model.ops.argmax
+    tok = int(argmax(runner.prefill(prompt)[None])[0])
+    for _ in range(3):
+        tok = int(argmax(runner.decode(tok)[None])[0])
+    torch.cuda.synchronize()
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(a.steps):
+            tok = int(argmax(runner.decode(tok)[None])[0])
+        torch.cuda.synchronize()
+    total, count = defaultdict(float), defaultdict(int)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            name = ev.name.split("(")[0][:60]
+            total[name] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+            count[name] += 1
+    all_us = sum(total.values()) / a.steps
+    print(f"{a.shape} x{a.layers} layers, ctx {a.ctx}: {all_us:.0f} us of kernels per decode step "
+          f"({sum(count.values()) / a.steps:.0f} kernels)")
+    print(f"{'kernel':60s} {'us/step':>9s} {'calls/step':>10s} {'us/call':>8s} {'share':>6s}")
+    for name, us in sorted(total.items(), key=lambda kv: -kv[1])[:40]:
+        per = us / a.steps
+        n = count[name] / a.steps
+        print(f"{name:60s} {per:9.1f} {n:10.1f} {per / n:8.2f} {per / all_us:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
