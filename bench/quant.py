@@ -84,11 +84,11 @@ def gemv_part(name, bits, dims, layers, bw, widths):
     ws = [random_quant(n, k, bits) for n, k in shapes]
     xs = {t: {k: torch.randn(t, k, device="cuda", dtype=torch.bfloat16) for _, k in shapes} for t in widths}
     rows = []
-    gpu.TILES_ON = False
+    gpu.TILE_BITS = set()
     for t in widths:
         sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
         rows.append(("qgemv (CUDA cores, before)", t, sec, sum(read_bytes(w) for w in ws)))
-    gpu.TILES_ON = True
+    gpu.TILE_BITS = {4, 8}
     for w in ws:
         gpu.prepare(w)
     for t in widths:
@@ -112,6 +112,7 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
     from ninfer.quant import gpu
 
     best = {}
+    gpu.TILE_BITS = {4, 8}
     for n, k in dict.fromkeys(layer_shapes(*dims)):
         per = n * k * bits // 8
         ws = [gpu.prepare(random_quant(n, k, bits)) for _ in range(max(2, math.ceil(target_bytes / per)))]
@@ -185,7 +186,7 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
     from ninfer.quant import gpu
     from ninfer.quant.layout import QuantWeight
 
-    gpu.TILES_ON = False
+    gpu.TILE_BITS = set()
     runner, weights = quant_model(shape, layers, bits)
     quant = [w for w in weights.values() if isinstance(w, QuantWeight)]
     dense = sum(t.numel() * t.element_size() for p, t in weights.items()
@@ -193,8 +194,8 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
     other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
     results = []
     for label in ("qgemv (before)", "qmma (new, default)", "qmma (sweep's best per shape)"):
-        if label.startswith("qmma") and not gpu.TILES_ON:
-            gpu.TILES_ON = True
+        if label.startswith("qmma") and not gpu.TILE_BITS:
+            gpu.TILE_BITS = {4, 8}
             for w in quant:
                 gpu.prepare(w)
         if "best" in label:

@@ -98,13 +98,15 @@ def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group
     bias = torch.randn(1000, device="cuda").to(dtype)
     dq_rows = dequantize(q)
     ref = x.float() @ dq_rows.t() + bias.float()
-    gpu.TILES_ON = False
+    tile_bits = gpu.TILE_BITS
     try:
+        gpu.TILE_BITS = set()
         y_old = gpu.quant_linear(x, q, bias)
+        assert q.packing == "rows"
+        gpu.TILE_BITS = {4, 8}
+        y = gpu.quant_linear(x, q, bias)
     finally:
-        gpu.TILES_ON = True
-    assert q.packing == "rows"
-    y = gpu.quant_linear(x, q, bias)
+        gpu.TILE_BITS = tile_bits
     assert q.packing == "tiles16"  # repacked on first use, in place
     for out in (y, y_old):
         err = (out.float() - ref).norm() / ref.norm()

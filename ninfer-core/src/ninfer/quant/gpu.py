@@ -2,7 +2,8 @@
 it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16).
 
 Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zero point, 16-bit
-scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0) is repacked once into 16-row tiles
+scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; by default int4 only, see TILE_BITS) is
+repacked once into 16-row tiles
 (:func:`prepare`, called at load; ``layout.pack_tiles``) and served by ``qmma_*``: fp16/bf16 MMAs of
 exact (u - z) codes, float32 accumulation, one block per tile with its warps splitting K. Everything
 else (GGUF mins, group 16, float32 scales, sm_75) takes the CUDA-core kernel ``qgemv_*``.
@@ -30,8 +31,11 @@ BACKENDS = {"sm75": (torch.float16,), "sm86": (torch.bfloat16, torch.float16), "
 _SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16"}
 MMA_WIDTHS = (8, 16)  # qmma_*_t8 serves 1..8 tokens, _t16 9..16
 MMA_MAX_WARPS = 16
-# NINFER_QMMA=0 keeps every weight on the CUDA-core kernel (the A/B switch of bench/quant.py)
-TILES_ON = os.environ.get("NINFER_QMMA", "1") not in ("0", "false", "off")
+# Which weights get the tiled packing and the tensor-core kernel, by bits. Measured on the H200 (bench/RESULTS.md,
+# 2026-12-02, issue 7): qmma beats qgemv for int4 at every width, for int8 only from 4 tokens on (at 1 token it
+# was 17 % slower), so int8 stays on qgemv by default. NINFER_QMMA=all tiles int8 too, NINFER_QMMA=0 neither.
+TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "all": {4, 8}}.get(
+    os.environ.get("NINFER_QMMA", "int4"), {4})
 # bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
 CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
 _modules: dict[tuple, object] = {}
@@ -118,7 +122,7 @@ def tile_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor | None]:
 def prepare(w: QuantWeight) -> QuantWeight:
     """Repack ``w`` (on its CUDA device) for the tensor-core kernel, in place, when it covers it; once, at
     load: a weight first seen during CUDA-graph capture is served by the CUDA-core kernel instead."""
-    if w.packing == "rows" and TILES_ON and tiles_cover(w, w.device):
+    if w.packing == "rows" and w.bits in TILE_BITS and tiles_cover(w, w.device):
         w.qweight = pack_tiles(w).qweight
         w.packing = "tiles16"
     if w.packing == "tiles16":
@@ -167,7 +171,7 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
     x2 = x.reshape(-1, k)  # [T, K]
     t = x2.shape[0]
     per = 128 // w.bits
-    if (w.packing == "rows" and x.is_cuda and TILES_ON and not torch.cuda.is_current_stream_capturing()
+    if (w.packing == "rows" and x.is_cuda and w.bits in TILE_BITS and not torch.cuda.is_current_stream_capturing()
             and tiles_cover(w, x.device)):
         prepare(w)  # a weight that missed prepare() at load: repack now, outside any graph capture
     tiled = w.packing == "tiles16"
