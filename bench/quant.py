@@ -94,6 +94,11 @@ def gemv_part(name, bits, dims, layers, bw, widths):
     for t in widths:
         sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
         rows.append(("qmma (tensor cores, new)", t, sec, sum(read_bytes(w) for w in ws)))
+    gpu.PIPE = True
+    for t in widths:
+        sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
+        rows.append(("qmma + QM_PIPE (scales prefetched)", t, sec, sum(read_bytes(w) for w in ws)))
+    gpu.PIPE = False
     ws.clear()
     torch.cuda.empty_cache()
     dense = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for n, k in shapes]
@@ -193,7 +198,7 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
                 if isinstance(t, torch.Tensor) and p != "embed_tokens")
     other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
     results = []
-    for label in ("qgemv (before)", "qmma (new, default)", "qmma (sweep's best per shape)"):
+    for label in ("qgemv (before)", "qmma (new, default)", "qmma (sweep's best per shape)", "qmma + QM_PIPE"):
         if label.startswith("qmma") and not gpu.TILE_BITS:
             gpu.TILE_BITS = {4, 8}
             for w in quant:
@@ -202,9 +207,11 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
             if not tuned:
                 continue
             gpu.CONFIG_OVERRIDE.update(tuned)
+        gpu.PIPE = "PIPE" in label
         runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
         tok_s = decode_speed(runner)
         gpu.CONFIG_OVERRIDE.clear()
+        gpu.PIPE = False
         nbytes = sum(read_bytes(w) for w in quant) + dense + other
         results.append((label, tok_s, nbytes))
         print(f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | "

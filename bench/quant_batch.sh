@@ -10,6 +10,7 @@ from ninfer.kernels.cli import build
 from ninfer.quant import gpu
 for u in (2, 8):
     gpu.compile_for("sm_90", extra=("-DQM_BENCH_ONLY", f"-DQM_U={u}"))
+gpu.compile_for("sm_90", extra=("-DQM_PIPE",))
 print(build("sm_90"))
 PY
 BUILD=$!

@@ -21,6 +21,12 @@ def test_qgemv_compiles(arch):
     assert (b"qgemv_bf16" in cubin) == (arch != "sm_75")  # Turing serves fp16 only
 
 
+@pytest.mark.parametrize("arch", ["sm_86", "sm_90"])
+def test_qmma_pipelined_variant_compiles(arch):
+    cubin = gpu.compile_for(arch, use_cache=False, extra=("-DQM_PIPE",))
+    assert [k for k in gpu.kernel_names(arch) if k.encode() + b"\0" not in cubin] == []
+
+
 def test_registered_for_every_gpu_backend():
     from ninfer.ops import all_impls
 

@@ -154,3 +154,25 @@ def test_tensor_core_kernel_act_order_and_graph_capture():
     y2 = gpu.quant_linear(x, q)  # eager: repacks now
     assert q.packing == "tiles16"
     assert ((y2.float() - ref).norm() / ref.norm()) < 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 32, False), (4, 128, True), (8, 32, True), (8, 128, False)])
+@pytest.mark.parametrize("tokens", [1, 12])
+def test_pipelined_variant_matches_float32(dtype, bits, group, sym, tokens):
+    """NINFER_QMMA_PIPE (-DQM_PIPE: scales prefetched with the weights, groups by shift) on the same checks."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    q = _tiled_case(1000, 1536, bits, group, sym, torch.float16, tokens)
+    x = torch.randn(tokens, 1536, device="cuda").to(dtype)
+    ref = x.float() @ dequantize(q).t()
+    tile_bits, pipe = gpu.TILE_BITS, gpu.PIPE
+    try:
+        gpu.TILE_BITS, gpu.PIPE = {4, 8}, True
+        y = gpu.quant_linear(x, q)
+    finally:
+        gpu.TILE_BITS, gpu.PIPE = tile_bits, pipe
+    assert q.packing == "tiles16"
+    err = (y.float() - ref).norm() / ref.norm()
+    assert err < (1e-3 if dtype == torch.float16 else 1e-2), float(err)

@@ -36,6 +36,9 @@ MMA_MAX_WARPS = 16
 # was 17 % slower), so int8 stays on qgemv by default. NINFER_QMMA=all tiles int8 too, NINFER_QMMA=0 neither.
 TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "all": {4, 8}}.get(
     os.environ.get("NINFER_QMMA", "int4"), {4})
+# NINFER_QMMA_PIPE=1: the qmma variant that prefetches scales with the weights and finds groups by shift
+# (-DQM_PIPE; power-of-two groups only). Correct by the GPU tests' design, NOT yet measured: off by default.
+PIPE = os.environ.get("NINFER_QMMA_PIPE", "0") not in ("0", "false", "off", "")
 # bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
 CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
 _modules: dict[tuple, object] = {}
@@ -187,6 +190,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         sp, zp = tile_params(w)
         tiles = -(-n // TILE_ROWS)
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
+        if PIPE and w.group_size & (w.group_size - 1) == 0:
+            extra = tuple(extra) + ("-DQM_PIPE",)
         name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, 8 if t <= 8 else 16)
         _module(x.device, extra)[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size,
                                        t)

@@ -253,16 +253,38 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
         for (int i = 0; i < 4; i++) acc[s][i] = 0.f;
     const int stride = warps;
     uint4 wv[QM_U];
+#if defined(QM_PIPE)
+    // Variant (not yet measured on a GPU): the group index by shift (G a power of two, the launcher checks) and
+    // each chunk's scales / zero points fetched with its weights, QM_U chunks ahead, off the critical path.
+    const int gsh = __ffs(G) - 1;
+    unsigned sv[QM_U][HALVES], zv[QM_U][HALVES];
+#define QM_FETCH(u, c)                                                          \
+    {                                                                           \
+        wv[u] = qm_load(Wt + (i64)(c) * 32);                                    \
+        _Pragma("unroll") for (int h_ = 0; h_ < HALVES; h_++) {                 \
+            const int g_ = ((c) * CHUNK + 32 * h_) >> gsh;                       \
+            sv[u][h_] = __ldg(St + g_ * 8);                                     \
+            zv[u][h_] = ZP ? (unsigned)__ldg(Zt + g_ * 8) : ZSYM;               \
+        }                                                                       \
+    }
+#else
+#define QM_FETCH(u, c) wv[u] = qm_load(Wt + (i64)(c) * 32);
+#endif
 #pragma unroll
     for (int u = 0; u < QM_U; u++)
-        if (warp + u * stride < nchunk) wv[u] = qm_load(Wt + (i64)(warp + u * stride) * 32);
+        if (warp + u * stride < nchunk) QM_FETCH(u, warp + u * stride)
     for (int c0 = warp; c0 < nchunk; c0 += QM_U * stride) {
 #pragma unroll
         for (int u = 0; u < QM_U; u++) {
             const int c = c0 + u * stride;
             if (c < nchunk) {
                 const uint4 cur = wv[u];
-                if (c + QM_U * stride < nchunk) wv[u] = qm_load(Wt + (i64)(c + QM_U * stride) * 32);
+#if defined(QM_PIPE)
+                unsigned cs[HALVES], cz[HALVES];
+#pragma unroll
+                for (int h = 0; h < HALVES; h++) cs[h] = sv[u][h], cz[h] = zv[u][h];
+#endif
+                if (c + QM_U * stride < nchunk) QM_FETCH(u, c + QM_U * stride)
                 const unsigned words[4] = {cur.x, cur.y, cur.z, cur.w};
                 float tmp[NSET][4];
 #pragma unroll
@@ -272,12 +294,18 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
 #pragma unroll
                 for (int h = 0; h < HALVES; h++) {
                     const int k = c * CHUNK + 32 * h;
+#if !defined(QM_PIPE)
                     const int gi = k / G;
+#endif
                     uint4 xv[NSET];
 #pragma unroll
                     for (int s = 0; s < NSET; s++) xv[s] = __ldg(xr[s] + k / 8);
                     QmDeq<T, BITS> dq;
+#if defined(QM_PIPE)
+                    dq.init(cz[h]);
+#else
                     dq.init(ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM);
+#endif
 #pragma unroll
                     for (int s2 = 0; s2 < 2; s2++) {
                         unsigned a[4];
@@ -291,7 +319,11 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
                         }
                     }
                     if (h == HALVES - 1 || !merge) {
+#if defined(QM_PIPE)
+                        const unsigned sp = cs[h];
+#else
                         const unsigned sp = __ldg(St + gi * 8);
+#endif
                         const float s0 = qm_scale(sp & 0xFFFFu, (const ST *)nullptr);
                         const float s1 = qm_scale(sp >> 16, (const ST *)nullptr);
 #pragma unroll
@@ -308,6 +340,7 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
             }
         }
     }
+#undef QM_FETCH
     if (warps > 1) {
 #pragma unroll
         for (int s = 0; s < NSET; s++)
