@@ -1,5 +1,5 @@
-"""The Gated DeltaNet kernels' CUDA source, run on the CPU: the device code of conv1d_update.cuh and
-gdn_recurrent.cuh is compiled with the host C++ compiler against a small shim (each CUDA thread a
+"""The Gated DeltaNet kernels' CUDA source, run on the CPU: the device code of conv1d_update.cuh,
+gdn_recurrent.cuh and gdn_chunked.cuh is compiled with the host C++ compiler against a small shim (each CUDA thread a
 std::thread, __syncthreads a barrier, warp shuffles through a per-warp exchange), and driven through the
 real launchers of ninfer.kernels.gdn (their tensors posing as CUDA tensors, the module replaced by the
 shim). Checks the index math, the chunking over tokens, the head grouping and the launch arguments
@@ -30,12 +30,15 @@ SHIM = r"""
 #include <cmath>
 struct dim3e { int x = 0, y = 0, z = 0; };
 extern thread_local dim3e threadIdx, blockIdx;
-extern dim3e blockDim;
+extern dim3e blockDim, gridDim;
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 using std::min;
-struct float4 { float x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct uint2 { unsigned x, y; };
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 void __syncthreads();
@@ -53,12 +56,13 @@ DRIVER = r"""
 #include "common.cuh"
 #include "conv1d_update.cuh"
 #include "gdn_recurrent.cuh"
+#include "gdn_chunked.cuh"
 #include <barrier>
 #include <functional>
 #include <thread>
 #include <vector>
 thread_local dim3e threadIdx, blockIdx;
-dim3e blockDim;
+dim3e blockDim, gridDim;
 static std::barrier<> *block_bar;
 static std::vector<std::barrier<> *> warp_bar;
 static float slots[32][32];
@@ -105,6 +109,30 @@ extern "C" void gdn_recurrent_f32_d128(int gx, int gy, int threads, const float 
                                                    gs, bs, scale, eps);
     });
 }
+extern "C" void causal_conv1d_prefill_f32_k4(int gx, int gy, int threads, const float *x, const float *w,
+        const float *b, const float *si, float *y, float *so, int T, int C, int xs) {
+    launch(gx, gy, threads, [=] { ninfer::causal_conv1d_prefill<float, 4>(x, w, b, si, y, so, T, C, xs); });
+}
+alignas(16) static unsigned char prep_smem[160 * 1024];
+extern "C" void gdn_chunk_prep_f32_d128(int gx, int gy, int threads, const float *q, const float *k, const float *v,
+        const float *g, const float *beta, float *W, float *U, float *Aqk, float *G, float *rq, float *rk, int T, int H,
+        int Hk, int qs, int ks, int vs, int gs, int bs, float scale, float eps) {
+    gridDim = {gx, gy, 1};
+    launch(gx, gy, threads, [=] {
+        ninfer::gdn_chunk_prep<float, 128>(prep_smem, q, k, v, g, beta, W, U, Aqk, G, rq, rk, T, H, Hk, qs, ks, vs,
+                                           gs, bs, scale, eps);
+    });
+}
+#define CHUNK_STATE(BV)                                                                                        \
+    extern "C" void gdn_chunk_state_f32_d128_v##BV(int gx, int gy, int threads, const float *q, const float *k,  \
+            const float *W, const float *U, const float *Aqk, const float *G, const float *rq, const float *rk,  \
+            const float *si, float *out, float *so, int T, int H, int Hk, int qs, int ks, int NC) {              \
+        launch(gx, gy, threads, [=] {                                                                           \
+            ninfer::gdn_chunk_state<float, 128, BV>(q, k, W, U, Aqk, G, rq, rk, si, out, so, T, H, Hk, qs, ks, NC); \
+        });                                                                                                     \
+    }
+CHUNK_STATE(16)
+CHUNK_STATE(32)
 """
 
 
@@ -114,7 +142,7 @@ def host_kernels(tmp_path_factory):
     if cxx is None:
         pytest.skip("needs a host C++20 compiler (g++) to run the kernel source on the CPU")
     d = tmp_path_factory.mktemp("gdn_host")
-    for name in ("conv1d_update.cuh", "gdn_recurrent.cuh"):
+    for name in ("conv1d_update.cuh", "gdn_recurrent.cuh", "gdn_chunked.cuh"):
         shutil.copy(CORE_INCLUDE / "ninfer" / name, d / name)
     (d / "common.cuh").write_text(SHIM)
     (d / "driver.cpp").write_text(DRIVER)
@@ -139,11 +167,13 @@ class _HostModule:
 
     def __init__(self, lib):
         self.lib = lib
+        self.launched: list[str] = []
 
     def __getitem__(self, name):
         fn = getattr(self.lib, name)
+        self.launched.append(name)
 
-        def launch(grid, block, *args):
+        def launch(grid, block, *args, smem=0):
             c = []
             for a in args:
                 if isinstance(a, torch.Tensor) or a is None:
@@ -152,6 +182,7 @@ class _HostModule:
                     c.append(ctypes.c_int(a) if isinstance(a, int) else ctypes.c_float(a))
             gx, gy = (tuple(grid) + (1,))[:2]
             fn(gx, gy, block[0], *c)
+        launch.set_max_dynamic_smem = lambda nbytes: None
         return launch
 
 
@@ -159,14 +190,18 @@ class _HostModule:
 def ops(host_kernels, monkeypatch):
     import ninfer_sm90
 
-    monkeypatch.setattr(ninfer_sm90.LIBRARY, "module", lambda device=None: _HostModule(host_kernels))
+    module = _HostModule(host_kernels)
+    monkeypatch.setattr(ninfer_sm90.LIBRARY, "module", lambda device=None: module)
 
     class NoFallback:
         def __getattr__(self, op):
             raise AssertionError(f"{op} fell back to the reference: the kernel did not run")
 
     monkeypatch.setattr(launchers, "ref", NoFallback())
-    return launchers.make_gdn_ops(ninfer_sm90.LIBRARY)
+    monkeypatch.setattr(launchers, "smem_optin", lambda device_index: 227 * 1024)  # the H200's
+    ops = launchers.make_gdn_ops(ninfer_sm90.LIBRARY)
+    ops["launched"] = module.launched
+    return ops
 
 
 def rel(a, b) -> float:
@@ -184,19 +219,44 @@ def test_conv1d_update_source(ops, bias):
     assert rel(y, want_y) < 1e-6 and torch.equal(new_window, want_window)
 
 
-def layer_like(T, H=4, Hk=2, D=128):
-    y = torch.randn(T, 2 * Hk * D + H * D + 3)
+@pytest.mark.parametrize("T,bias", [(1, False), (2, True), (64, False), (150, True)])
+def test_conv1d_prefill_source(ops, T, bias):
+    C = 300
+    x = torch.randn(T, C + 40)[:, :C]
+    w, b, window = torch.randn(C, 4), torch.randn(C) if bias else None, torch.randn(C, 3)
+    y, new_window = ops["causal_conv1d_prefill"](*map(cuda_like, (x, w, b, window)))
+    want_y, want_window = ref.causal_conv1d_prefill(x, w, b, window)
+    assert rel(y, want_y) < 1e-5 and torch.equal(new_window, want_window)
+
+
+def layer_like(T, H=4, Hk=2, D=128, pad=3):
+    y = torch.randn(T, 2 * Hk * D + H * D + pad)
     q, k, v = y[:, :Hk * D], y[:, Hk * D:2 * Hk * D], y[:, 2 * Hk * D:2 * Hk * D + H * D]
     b, a = torch.randn(T, 2 * H).split([H, H], dim=-1)
     return q.view(T, Hk, D), k.view(T, Hk, D), v.view(T, H, D), -F.softplus(a) * 2, torch.sigmoid(b)
 
 
 @pytest.mark.parametrize("op,T,fresh", [("gdn_recurrent", 1, False), ("gdn_recurrent", 3, True),
-                                        ("gdn_recurrent_states", 4, False), ("gdn_chunked", 20, False)])
+                                        ("gdn_recurrent_states", 4, False), ("gdn_chunked", 5, False)])
 def test_gated_delta_rule_source(ops, op, T, fresh):
+    """(gdn_chunked: rows not 16-byte aligned, so the launcher serves it with the token-by-token kernel)"""
     q, k, v, g, beta = layer_like(T)
     s0 = None if fresh else torch.randn(4, 128, 128) * 0.3
     o, s = ops[op](*map(cuda_like, (q, k, v, g, beta, s0)))
     want_o, want_s = getattr(ref, op)(q, k, v, g, beta, s0)
+    assert o.shape == want_o.shape and s.shape == want_s.shape
+    assert rel(o, want_o) < 1e-5 and rel(s, want_s) < 1e-5
+
+
+@pytest.mark.parametrize("T,fresh,bv,H,Hk", [(1, False, 32, 4, 2), (63, True, 16, 4, 2), (64, False, 32, 3, 1),
+                                              (130, False, 16, 2, 2), (150, True, 32, 3, 1)])
+def test_chunked_rule_source(ops, monkeypatch, T, fresh, bv, H, Hk):
+    """The chunked prefill kernels (prep + state pass) against the reference, partial last chunks included."""
+    monkeypatch.setenv("NINFER_GDN_CHUNK_BV", str(bv))
+    q, k, v, g, beta = layer_like(T, H, Hk, pad=4)  # rows 16-byte aligned, as the chunked kernels need
+    s0 = None if fresh else torch.randn(H, 128, 128) * 0.3
+    o, s = ops["gdn_chunked"](*map(cuda_like, (q, k, v, g, beta, s0)))
+    assert ops["launched"] == ["gdn_chunk_prep_f32_d128", f"gdn_chunk_state_f32_d128_v{bv}"]
+    want_o, want_s = ref.gdn_chunked(q, k, v, g, beta, s0)
     assert o.shape == want_o.shape and s.shape == want_s.shape
     assert rel(o, want_o) < 1e-5 and rel(s, want_s) < 1e-5

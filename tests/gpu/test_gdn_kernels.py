@@ -1,11 +1,12 @@
-"""The Gated DeltaNet decode/verify kernels against the reference ops (ninfer.reference.gdn, .ops), on
+"""The Gated DeltaNet decode/verify and prefill kernels against the reference ops (ninfer.reference.gdn, .ops), on
 fresh random inputs of the Qwen3.5-27B shapes (16 key heads, 48 value heads, Dk = Dv = 128, conv width
 4 over the 10240 q|k|v channels), laid out as the layer passes them (strided views of the projection
 outputs). Each op runs in float32 and in every dtype the backend serves (the launchers dispatch on
 the tensors' dtype). Outputs are poisoned (NaN) before each run and must hold no NaN. Tolerance:
 relative L2 < 1e-5 for float32 outputs (states always; o and y for float32 inputs), < 1e-2 for
 bf16/fp16 outputs, and conv windows exactly (they are copies of inputs). The launchers' reference
-fallback is disabled while a kernel is under test, so a shape the kernel refuses fails loudly."""
+fallback is disabled while a kernel is under test, so a shape the kernel refuses fails loudly; the chunked
+prefill tests also check which kernels ran (the chunked pair, not the token-by-token kernel)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from ninfer.reference import ops as ref_ops
 HK, H, D, K = 16, 48, 128, 4  # Qwen3.5-27B linear attention
 QK, VW = HK * D, H * D
 C = 2 * QK + VW  # 10240 conv channels: q | k | v
-GDN_OPS = ("causal_conv1d_update", "gdn_recurrent", "gdn_recurrent_states", "gdn_chunked", "rms_norm_gated")
+GDN_OPS = ("causal_conv1d_update", "causal_conv1d_prefill", "gdn_recurrent", "gdn_recurrent_states", "gdn_chunked",
+           "rms_norm_gated")
 
 
 def tol(dtype: torch.dtype) -> float:
@@ -109,7 +111,27 @@ def test_causal_conv1d_update(backend, kernels_only, T, bias):
         assert torch.equal(window, before), "the op modified its input conv window"
 
 
-def check_gdn(ops, T, dtype, op: str, fresh: bool = False):
+@pytest.fixture
+def launched(backend, monkeypatch):
+    """The names of the kernels the backend's launchers launch (in order)."""
+    from ninfer.backends import installed_backends
+
+    lib = installed_backends()[backend].kernels
+    real, names = lib.module, []
+
+    class Recording:
+        def __init__(self, mod):
+            self.mod = mod
+
+        def __getitem__(self, name):
+            names.append(name)
+            return self.mod[name]
+
+    monkeypatch.setattr(lib, "module", lambda device=None: Recording(real(device)))
+    return names
+
+
+def check_gdn(ops, T, dtype, op: str, fresh: bool = False, state_tol: float = 1e-5, f32_tol: float = 1e-5):
     keep_all = op == "gdn_recurrent_states"
     q, k, v, g, beta = layer_inputs(T, dtype)
     s0 = None if fresh else randn(H, D, D, scale=0.5)  # [H, Dk, Dv] fp32
@@ -121,8 +143,8 @@ def check_gdn(ops, T, dtype, op: str, fresh: bool = False):
     assert s.shape == ((T, H, D, D) if keep_all else (H, D, D))
     err_o, err_s = rel_l2(o, want[0]), rel_l2(s, want[1])
     what = f"{op} {dtype} T={T}"
-    assert err_o < tol(dtype), f"{what}: o relative L2 error {err_o:.2e}"
-    assert err_s < 1e-5, f"{what}: state relative L2 error {err_s:.2e}"
+    assert err_o < (f32_tol if dtype == torch.float32 else tol(dtype)), f"{what}: o relative L2 error {err_o:.2e}"
+    assert err_s < state_tol, f"{what}: state relative L2 error {err_s:.2e}"
     if before is not None:
         assert torch.equal(s0, before), "the op modified its input state"
 
@@ -147,12 +169,87 @@ def test_gdn_recurrent_states(backend, kernels_only, T):
         check_gdn(ops, T, dtype, "gdn_recurrent_states")
 
 
-@pytest.mark.parametrize("T", [7, 64, 300])
-def test_gdn_chunked_prefill(backend, kernels_only, T):
-    """Prefill's op, served by the token-by-token kernel, against the reference's chunked form."""
+def chunked_kernels(dtype, bv=32):
+    from ninfer.kernels.library import DTYPE_SUFFIX
+
+    s = DTYPE_SUFFIX.get(dtype, "f32")
+    return [f"gdn_chunk_prep_{s}_d128", f"gdn_chunk_state_{s}_d128_v{bv}"]
+
+
+@pytest.mark.parametrize("T,fresh", [(1, False), (7, False), (63, True), (64, False), (65, False), (300, False),
+                                     (1000, True), (2048, False)])
+def test_gdn_chunked_prefill(backend, kernels_only, launched, T, fresh):
+    """Prefill's op (the chunked kernels) against the reference's chunked form: T below, at and past one
+    64-token chunk, with and without an initial state, 16 key heads serving 48 value heads."""
     ops = gdn_ops(backend)
     for dtype in dtypes(backend):
-        check_gdn(ops, T, dtype, "gdn_chunked")
+        launched.clear()
+        long = T > 300  # fp32 round-off of two summation orders grows with the prompt
+        check_gdn(ops, T, dtype, "gdn_chunked", fresh=fresh, state_tol=1e-4 if long else 1e-5,
+                  f32_tol=1e-4 if long else 1e-5)
+        assert launched == chunked_kernels(dtype), f"{dtype} T={T}: launched {launched}"
+
+
+@pytest.mark.parametrize("bv", [16, 32])
+def test_gdn_chunked_slice_widths(backend, kernels_only, launched, monkeypatch, bv):
+    """Both value-slice widths of the state pass (NINFER_GDN_CHUNK_BV), in the model dtype."""
+    monkeypatch.setenv("NINFER_GDN_CHUNK_BV", str(bv))
+    ops = gdn_ops(backend)
+    dtype = backend_dtypes(backend)[0]
+    check_gdn(ops, 200, dtype, "gdn_chunked")
+    assert launched == chunked_kernels(dtype, bv)
+
+
+def test_gdn_chunked_ungrouped_heads(backend, kernels_only, launched):
+    """As many key heads as value heads (H / Hk = 1), T not a multiple of 64."""
+    ops = gdn_ops(backend)
+    dtype = backend_dtypes(backend)[0]
+    T, Hv = 150, 8
+    y = randn(T, 3 * Hv * D + 8, dtype=dtype)  # q | k | v | spare columns: strided views
+    q, k, v = (y[:, i * Hv * D:(i + 1) * Hv * D].reshape(T, Hv, D) for i in range(3))
+    g = -torch.rand(T, Hv, device="cuda") * 2
+    beta = torch.rand(T, Hv, device="cuda").to(dtype)
+    s0 = randn(Hv, D, D, scale=0.5)
+    poison_allocator()
+    o, s = ops.gdn_chunked(q, k, v, g, beta, s0)
+    want_o, want_s = ref.gdn_chunked(*upcast(q, k, v), g, beta.float(), s0)
+    assert launched == chunked_kernels(dtype)
+    assert rel_l2(o, want_o) < tol(dtype) and rel_l2(s, want_s) < 1e-5
+
+
+def test_gdn_chunked_prefill_in_pieces(backend, kernels_only):
+    """A prompt in 2048-token pieces (as the runner prefills) carries the state from piece to piece: equal
+    to the reference over the whole prompt."""
+    ops = gdn_ops(backend)
+    dtype = backend_dtypes(backend)[0]
+    q, k, v, g, beta = layer_inputs(2 * 2048 + 100, dtype)
+    s, outs = None, []
+    for a in range(0, q.shape[0], 2048):
+        o, s = ops.gdn_chunked(q[a:a + 2048], k[a:a + 2048], v[a:a + 2048], g[a:a + 2048], beta[a:a + 2048], s)
+        outs.append(o)
+    want_o, want_s = ref.gdn_chunked(*upcast(q, k, v), g, beta.float(), None)
+    assert rel_l2(torch.cat(outs), want_o) < tol(dtype) and rel_l2(s, want_s) < 1e-4
+
+
+@pytest.mark.parametrize("T,bias", [(1, False), (2, True), (64, False), (65, True), (2048, False)])
+def test_causal_conv1d_prefill(backend, kernels_only, T, bias):
+    ops = gdn_ops(backend)
+    for dtype in dtypes(backend):
+        mixed = randn(T, C + VW, dtype=dtype)  # [T, C + H*Dv]: the in_proj output, z after q|k|v
+        x = mixed[:, :C]
+        w = randn(C, K, dtype=dtype, scale=0.5)
+        b = randn(C, dtype=dtype) if bias else None
+        window = randn(C, K - 1, dtype=dtype).float()  # [C, K-1] earlier inputs (copies of model-dtype inputs)
+        before = window.clone()
+        poison_allocator()
+        y, new_window = ops.causal_conv1d_prefill(x, w, b, window)
+        want_y, want_window = ref.causal_conv1d_prefill(x.float(), w.float(), None if b is None else b.float(),
+                                                        window)
+        assert y.shape == (T, C) and y.dtype == dtype and new_window.dtype == torch.float32
+        err = rel_l2(y, want_y)
+        assert err < tol(dtype), f"{dtype} T={T}: y relative L2 error {err:.2e}"
+        assert torch.equal(new_window, want_window), f"{dtype} T={T}: the new conv window differs"
+        assert torch.equal(window, before), "the op modified its input conv window"
 
 
 @pytest.mark.parametrize("T", [1, 16])

@@ -1,29 +1,52 @@
-"""Launchers for the Gated DeltaNet decode/verify kernels (``include/ninfer/gdn_kernels.cuh``).
+"""Launchers for the Gated DeltaNet kernels (``include/ninfer/gdn_kernels.cuh``): decode, verify and prefill.
 
-``causal_conv1d_update``, ``gdn_recurrent``, ``gdn_recurrent_states`` and ``gdn_chunked`` meet the reference ops of
+``causal_conv1d_update``, ``causal_conv1d_prefill``, ``gdn_recurrent``, ``gdn_recurrent_states`` and ``gdn_chunked``
+meet the reference ops of
 ``ninfer.reference.gdn`` exactly: same arguments, same results, fresh outputs, inputs never modified
 (a verify forward reads the conv window and state it passed in after the op, in
 ``kv.recurrent.RecurrentState.commit_verify``). The kernels themselves allow the new state to alias
 the old one, should the contract gain an in-place form. Whatever a kernel was not written for (another
 head dim or conv width, mixed dtypes, CPU tensors, heads not contiguous) goes to the reference op.
-Prefill's ``gdn_chunked`` runs the same token-by-token kernel (one launch, the state in registers
-throughout) instead of the reference's chunk-by-chunk torch ops, whose launches dominate at prefill
-sizes; a true chunked kernel is future work. ``causal_conv1d_prefill`` stays on the reference.
-Nothing here syncs with the host, so CUDA graphs capture it. ``rms_norm_gated`` (the output norm) is served by ``ops.py``.
+Prefill's ``gdn_chunked`` runs the chunked form in two launches (``include/ninfer/gdn_chunked.cuh``): every
+64-token chunk's WY factors at once, then one pass over the chunks carrying the state.
+``NINFER_GDN_CHUNKED=0`` serves it with the token-by-token kernel instead and the prefill conv with the
+reference (the prefill path before the chunked kernels, for A/B measurements),
+``NINFER_GDN_CHUNK_BV=16|32`` picks the state pass's value-slice width. ``causal_conv1d_prefill`` has
+its own kernel (a thread per channel and 64 tokens). Nothing here syncs with the host, so CUDA graphs
+capture it. ``rms_norm_gated`` (the output norm) is served by ``ops.py``.
 """
 
 from __future__ import annotations
+
+import functools
+import os
 
 import torch
 
 from ..reference import gdn as ref
 from ..reference.gdn import L2_EPS
-from .library import DTYPE_SUFFIX, KernelLibrary
+from .library import DTYPE_SUFFIX, GDN_CHUNK_BVS, KernelLibrary
 
 CONV_K = 4  # conv width the kernels are built for (Qwen3.5: linear_conv_kernel_dim)
 HEAD_DIM = 128  # Dk = Dv the gated delta rule kernel is built for
 GDN_THREADS = 128  # ninfer::GDN_THREADS
 CONV_THREADS = 128  # channels per block of the conv kernel (its __launch_bounds__)
+CONV_PREFILL_TOKENS = 64  # ninfer::CONV_PREFILL_TOKENS
+CHUNK = 64  # ninfer::GDN_CHUNK
+PREP_THREADS = STATE_THREADS = 256  # ninfer::GDN_PREP_THREADS, GDN_STATE_THREADS
+
+
+def prep_smem_bytes(esize: int) -> int:
+    """Dynamic shared memory of gdn_chunk_prep (gdn_chunked.cuh): k and q transposed [Dk][C + 16/es] in the
+    input dtype, three [C, C] fp32 matrices, five C-float vectors."""
+    return 2 * HEAD_DIM * (CHUNK + 16 // esize) * esize + 3 * CHUNK * CHUNK * 4 + 5 * CHUNK * 4
+
+
+@functools.cache
+def smem_optin(device_index: int) -> int:
+    """The most dynamic shared memory one block may ask for on this device."""
+    props = torch.cuda.get_device_properties(device_index)
+    return int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
 
 
 def _on(device: torch.device, *ts) -> bool:
@@ -57,6 +80,25 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
         lib.module(x.device)[f"causal_conv1d_update_{s}_k{CONV_K}"](
             ((C + CONV_THREADS - 1) // CONV_THREADS,), (CONV_THREADS,),
             x, weight, bias, conv_state, y, new_state, T, C, x.stride(0))
+        return y, new_state
+
+    def causal_conv1d_prefill(x, weight, bias, conv_state):
+        s = suffix(x)
+        if (s is None or x.dim() != 2 or x.shape[0] == 0 or x.stride(1) != 1
+                or os.environ.get("NINFER_GDN_CHUNKED", "1") == "0"):  # the whole old prefill path, for A/B
+            return ref.causal_conv1d_prefill(x, weight, bias, conv_state)
+        T, C = x.shape
+        if (weight.shape != (C, CONV_K) or weight.dtype != x.dtype or not weight.is_contiguous()
+                or conv_state.shape != (C, CONV_K - 1) or conv_state.dtype != torch.float32
+                or not conv_state.is_contiguous() or not _on(x.device, weight, bias, conv_state)
+                or (bias is not None
+                    and (bias.shape != (C,) or bias.dtype != x.dtype or not bias.is_contiguous()))):
+            return ref.causal_conv1d_prefill(x, weight, bias, conv_state)
+        y = torch.empty(T, C, dtype=x.dtype, device=x.device)  # [T, C]
+        new_state = torch.empty(C, CONV_K - 1, dtype=torch.float32, device=x.device)  # [C, K-1]
+        lib.module(x.device)[f"causal_conv1d_prefill_{s}_k{CONV_K}"](
+            ((C + CONV_THREADS - 1) // CONV_THREADS, (T + CONV_PREFILL_TOKENS - 1) // CONV_PREFILL_TOKENS),
+            (CONV_THREADS,), x, weight, bias, conv_state, y, new_state, T, C, x.stride(0))
         return y, new_state
 
     def _fits(q, k, v, g, beta, state) -> bool:
@@ -101,10 +143,52 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
             return ref.gdn_recurrent_states(q, k, v, g, beta, initial_state)
         return _recurrent(q, k, v, g, beta, initial_state, keep_all=True)
 
+    def _chunked(q, k, v, g, beta, initial_state):
+        T, H, Dv = v.shape
+        Hk, Dk = q.shape[1], q.shape[2]
+        dev, s = v.device, suffix(v)
+        NC = (T + CHUNK - 1) // CHUNK
+        Tp = NC * CHUNK
+        f32 = dict(dtype=torch.float32, device=dev)
+        W = torch.empty(H, Tp, Dk, **f32)  # [H, Tp, Dk] (I + A)^-1 diag(beta e^G) K per chunk
+        U = torch.empty(H, Tp, Dv, **f32)  # [H, Tp, Dv] (I + A)^-1 diag(beta) V
+        Aqk = torch.empty(H, NC, CHUNK, CHUNK, **f32)  # [H, NC, C, C] e^(G_t - G_j) q_t.k_j, j <= t
+        G = torch.empty(H, Tp, **f32)  # [H, Tp] cumulative log decay within each chunk
+        rq = torch.empty(Hk, Tp, **f32)  # [Hk, Tp] q's norm factor (with the scale)
+        rk = torch.empty(Hk, Tp, **f32)  # [Hk, Tp] k's norm factor
+        mod = lib.module(dev)
+        prep = mod[f"gdn_chunk_prep_{s}_d{HEAD_DIM}"]
+        smem = prep_smem_bytes(v.element_size())
+        prep.set_max_dynamic_smem(smem)
+        prep((NC, Hk), (PREP_THREADS,), q, k, v, g, beta, W, U, Aqk, G, rq, rk, T, H, Hk,
+             q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), float(Dk ** -0.5), float(L2_EPS),
+             smem=smem)
+        o = torch.empty(T, H, Dv, dtype=v.dtype, device=dev)  # [T, H, Dv]
+        final = torch.empty(H, Dk, Dv, **f32)  # [H, Dk, Dv]
+        bv = chunk_bv()
+        mod[f"gdn_chunk_state_{s}_d{HEAD_DIM}_v{bv}"](
+            (Dv // bv, H), (STATE_THREADS,), q, k, W, U, Aqk, G, rq, rk, initial_state, o, final, T, H, Hk,
+            q.stride(0), k.stride(0), NC)
+        return o, final
+
+    def _chunk_fits(q, k, v) -> bool:
+        es = v.element_size()
+        return (q.data_ptr() % 16 == 0 and k.data_ptr() % 16 == 0 and (q.stride(0) * es) % 16 == 0
+                and (k.stride(0) * es) % 16 == 0 and prep_smem_bytes(es) <= smem_optin(v.device.index))
+
     def gdn_chunked(q, k, v, g, beta, initial_state=None, chunk_size=64):
         if not _fits(q, k, v, g, beta, initial_state):
             return ref.gdn_chunked(q, k, v, g, beta, initial_state, chunk_size)
-        return _recurrent(q, k, v, g, beta, initial_state, keep_all=False)  # chunk_size: reference only
+        # chunk_size is the reference's; the kernels' chunk is fixed at 64 (the results do not depend on it)
+        if os.environ.get("NINFER_GDN_CHUNKED", "1") != "0" and _chunk_fits(q, k, v):
+            return _chunked(q, k, v, g, beta, initial_state)
+        return _recurrent(q, k, v, g, beta, initial_state, keep_all=False)
 
-    return {"causal_conv1d_update": causal_conv1d_update, "gdn_recurrent": gdn_recurrent,
-            "gdn_recurrent_states": gdn_recurrent_states, "gdn_chunked": gdn_chunked}
+    return {"causal_conv1d_update": causal_conv1d_update, "causal_conv1d_prefill": causal_conv1d_prefill,
+            "gdn_recurrent": gdn_recurrent, "gdn_recurrent_states": gdn_recurrent_states, "gdn_chunked": gdn_chunked}
+
+
+def chunk_bv() -> int:
+    """Value columns per block of the chunked prefill's state pass (NINFER_GDN_CHUNK_BV, default 32)."""
+    bv = int(os.environ.get("NINFER_GDN_CHUNK_BV", "32"))
+    return bv if bv in GDN_CHUNK_BVS else 32

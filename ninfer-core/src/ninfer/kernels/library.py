@@ -24,7 +24,10 @@ ATTN_HEAD_DIMS = (64, 128, 256)
 KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quant.cuh, per dtype
                     + [f"kvq_attention_{{s}}_d{d}_b{b}_r{r}" for d in ATTN_HEAD_DIMS for b in (8, 4) for r in (4, 8)])
 FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1")  # fused.cuh, per dtype
-GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128")  # gdn_kernels.cuh, per dtype and f32
+GDN_CHUNK_BVS = (16, 32)  # value columns per block of the chunked prefill's state pass
+GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128",  # gdn_kernels.cuh, per dtype and f32
+               "causal_conv1d_prefill_{s}_k4", "gdn_chunk_prep_{s}_d128",
+               *(f"gdn_chunk_state_{{s}}_d128_v{bv}" for bv in GDN_CHUNK_BVS))
 
 
 def _family_names(suffix: str) -> list[str]:

@@ -1,12 +1,23 @@
-// Entry points of the Gated DeltaNet decode/verify path, instantiated per dtype by kernels.cuh:
+// Entry points of the Gated DeltaNet decode/verify and prefill paths, instantiated per dtype by kernels.cuh:
 // NINFER_GDN_KERNELS(suffix, type). Python (ninfer.kernels.gdn) launches them by these names.
 #pragma once
 #include "conv1d_update.cuh"
+#include "gdn_chunked.cuh"
 #include "gdn_recurrent.cuh"
 
 #ifndef NINFER_GDN_BV
 #define NINFER_GDN_BV 16  // value columns per block of the gated delta rule (48 heads x 8 slices = 384 blocks)
 #endif
+
+// the chunked prefill's sequential pass, per value-slice width BV (the launcher picks one)
+#define NINFER_GDN_CHUNK_STATE(S, T, BV)                                                                \
+    extern "C" __global__ void __launch_bounds__(ninfer::GDN_STATE_THREADS) gdn_chunk_state_##S##_d128_v##BV( \
+        const T *q, const T *k, const float *W, const float *U, const float *Aqk, const float *Gc,      \
+        const float *rq, const float *rk, const float *state_in, T *out, float *state_out, int ntok, int H, \
+        int Hk, int q_stride, int k_stride, int NC) {                                                   \
+        ninfer::gdn_chunk_state<T, 128, BV>(q, k, W, U, Aqk, Gc, rq, rk, state_in, out, state_out, ntok, H, \
+                                            Hk, q_stride, k_stride, NC);                                \
+    }
 
 #define NINFER_GDN_KERNELS(S, T)                                                                        \
     extern "C" __global__ void __launch_bounds__(128) causal_conv1d_update_##S##_k4(                    \
@@ -21,4 +32,19 @@
         ninfer::gdn_recurrent<T, 128, 128, NINFER_GDN_BV>(q, k, v, g, beta, state_in, out, state_out,    \
                                                           states, ntok, H, Hk, q_stride, k_stride,      \
                                                           v_stride, g_stride, b_stride, scale, eps);    \
-    }
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(128) causal_conv1d_prefill_##S##_k4(                   \
+        const T *x, const T *w, const T *bias, const float *state_in, T *y, float *state_out, int ntok, \
+        int C, int x_stride) {                                                                          \
+        ninfer::causal_conv1d_prefill<T, 4>(x, w, bias, state_in, y, state_out, ntok, C, x_stride);     \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(ninfer::GDN_PREP_THREADS) gdn_chunk_prep_##S##_d128(    \
+        const T *q, const T *k, const T *v, const float *g, const T *beta, float *W, float *U, float *Aqk, \
+        float *Gc, float *rq, float *rk, int ntok, int H, int Hk, int q_stride, int k_stride, int v_stride, \
+        int g_stride, int b_stride, float scale, float eps) {                                           \
+        extern __shared__ __align__(16) unsigned char gdn_chunk_smem[];                                 \
+        ninfer::gdn_chunk_prep<T, 128>(gdn_chunk_smem, q, k, v, g, beta, W, U, Aqk, Gc, rq, rk, ntok, H, Hk, \
+                                       q_stride, k_stride, v_stride, g_stride, b_stride, scale, eps);   \
+    }                                                                                                   \
+    NINFER_GDN_CHUNK_STATE(S, T, 16)                                                                    \
+    NINFER_GDN_CHUNK_STATE(S, T, 32)
