@@ -3,13 +3,19 @@
 Decode and verify never read the context length on the host: the split count comes from the block
 table's length (its capacity), splits past a row's position exit at once, so one CUDA graph serves
 every length up to that capacity. Prefill (not graph-captured) gathers the used blocks and calls
-``torch.nn.functional.scaled_dot_product_attention``.
+``torch.nn.functional.scaled_dot_product_attention``: reading the chunk's first and last position is its
+one host sync per forward; a later chunk of a prompt uses the bottom-right causal mask
+(``NINFER_PREFILL_ATTN=mask``: an explicit boolean mask, as before).
 """
 
 from __future__ import annotations
 
+import os
+import weakref
+
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import causal_lower_right
 
 from ..reference import ops as ref
 from .fused import fusion_enabled
@@ -29,11 +35,25 @@ def split_size(capacity: int) -> int:
     return c
 
 
+_last_span: list = [None]  # (weakref to a positions tensor, its first and last position)
+
+
+def _span(positions) -> tuple[int, int]:
+    """First and last position of a prefill chunk: read from the device once per forward (the layers of one
+    forward pass the same positions tensor), not once per attention layer."""
+    c = _last_span[0]
+    if c is not None and c[0]() is positions:
+        return c[1], c[2]
+    first, last = positions[[0, -1]].tolist()  # prefill may sync: it is never graph-captured
+    _last_span[0] = (weakref.ref(positions), first, last)
+    return first, last
+
+
 def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
     """Causal attention for a prefill chunk through torch SDPA over the gathered blocks."""
     T, Hq, D = q.shape
     bs, Hk = k_cache.shape[1], k_cache.shape[2]
-    first, last = positions[[0, -1]].tolist()  # prefill may sync: it is never graph-captured
+    first, last = _span(positions)
     L = last + 1
     blocks = block_table[: (L + bs - 1) // bs].long()
     k = k_cache[blocks].reshape(-1, Hk, D)[:L].transpose(0, 1)  # [Hk, L, D]
@@ -42,6 +62,14 @@ def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
     if first == 0 and T == L:
         o = F.scaled_dot_product_attention(qh[None], k[None], v[None], is_causal=True, scale=scale,
                                            enable_gqa=True)
+    elif T == L - first and os.environ.get("NINFER_PREFILL_ATTN") != "mask":
+        # a later chunk of one prompt (positions first..last): the causal mask aligned to the bottom right, which
+        # the flash kernels take without a mask tensor (k, v repeated to the query heads for them)
+        r = Hq // Hk
+        kr = k.repeat_interleave(r, dim=0) if r > 1 else k  # [Hq, L, D]
+        vr = v.repeat_interleave(r, dim=0) if r > 1 else v
+        o = F.scaled_dot_product_attention(qh[None], kr[None], vr[None], attn_mask=causal_lower_right(T, L),
+                                           scale=scale)
     else:
         mask = torch.arange(L, device=q.device)[None, :] <= positions[:, None]  # [T, L], True = attend
         o = F.scaled_dot_product_attention(qh[None], k[None], v[None], attn_mask=mask, scale=scale,
