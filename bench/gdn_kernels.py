@@ -99,7 +99,7 @@ def cases(dtype: torch.dtype):
         yield ("rms_norm_gated",) * 2 + (T, lambda T=T: norm_args(T), 3 * T * VW * es + D * es, {})
     # prefill pieces: the chunked kernels (two slice widths), the old token-by-token kernel, the reference
     P = 2048
-    for env in ({"NINFER_GDN_CHUNK_BV": "32"}, {"NINFER_GDN_CHUNK_BV": "16"}, {"NINFER_GDN_CHUNKED": "0"}):
+    for env in ({"NINFER_GDN_CHUNK_BV": "16"}, {"NINFER_GDN_CHUNK_BV": "32"}, {"NINFER_GDN_CHUNKED": "0"}):
         yield "gdn_chunked", "gdn_chunked", P, lambda: gdn_args(P), 2 * state + io(P), env
     yield ("causal_conv1d_prefill",) * 2 + (P, lambda: conv_args(P), 2 * P * C * es + C * K * es + 2 * C * (K - 1) * 4,
                                             {})

@@ -5,7 +5,7 @@ First the prefill tok/s of each variant (environment switches, one model; each p
 same shape, then timed with the device synchronised around it):
   default    the current path (chunked Gated DeltaNet kernels, conv1d prefill kernel, bottom-right SDPA)
   attn_mask  full attention of later pieces through the boolean mask tensor (NINFER_PREFILL_ATTN=mask)
-  gdn_bv16   the chunked rule's state pass with 16-column value slices (NINFER_GDN_CHUNK_BV=16)
+  gdn_bv32   the chunked rule's state pass with 32-column value slices (NINFER_GDN_CHUNK_BV=32)
   before     the path before the chunked kernels: token-by-token rule, reference conv, mask SDPA
 Then (before the slow "before" variant) one default prefill under torch.profiler: its device kernels grouped (GEMM, attention, Gated DeltaNet,
 elementwise/other) with their share of the wall time, the top kernels, and the host synchronisations.
@@ -29,11 +29,11 @@ import random_model as rm  # noqa: E402
 VARIANTS = {
     "default": {},
     "attn_mask": {"NINFER_PREFILL_ATTN": "mask"},
-    "gdn_bv16": {"NINFER_GDN_CHUNK_BV": "16"},
+    "gdn_bv32": {"NINFER_GDN_CHUNK_BV": "32"},
     "before": {"NINFER_GDN_CHUNKED": "0", "NINFER_PREFILL_ATTN": "mask"},
 }
-GROUPS = (("gemm", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "splitk")),
-          ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
+GROUPS = (("attention", ("flash", "fmha", "attention", "sdpa")),  # before gemm: flash kernels name cutlass
+          ("gemm", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "splitk")),
           ("gated_deltanet", ("gdn_", "conv1d", "trsm", "triangular")))
 
 
@@ -110,7 +110,7 @@ def main():
     ap.add_argument("--backend", default="sm90")
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--layers", type=int, default=None)
-    ap.add_argument("--variants", default="default,attn_mask,gdn_bv16,before")
+    ap.add_argument("--variants", default="default,attn_mask,gdn_bv32,before")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-profile", action="store_true")
     a = ap.parse_args()

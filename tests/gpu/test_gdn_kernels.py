@@ -169,7 +169,7 @@ def test_gdn_recurrent_states(backend, kernels_only, T):
         check_gdn(ops, T, dtype, "gdn_recurrent_states")
 
 
-def chunked_kernels(dtype, bv=32):
+def chunked_kernels(dtype, bv=16):
     from ninfer.kernels.library import DTYPE_SUFFIX
 
     s = DTYPE_SUFFIX.get(dtype, "f32")
