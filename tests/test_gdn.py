@@ -149,3 +149,21 @@ def test_ops_are_registered_by_name():
     opset = resolve("reference", DeviceSpec.of("cpu", torch.float32))
     for name, fn in gdn.OPS.items():
         assert getattr(opset, name) is fn
+
+
+def test_out_state_updates_in_place_and_equals_the_fresh_result():
+    """The decode/verify path passes out_state = the layer's own state: the reference ops write it in
+    place and return it, with the same values as without out_state."""
+    q, k, v, g, beta, s0 = _inputs(5)
+    o_fresh, s_fresh = gdn.gdn_recurrent(q, k, v, g, beta, s0)
+    state = s0.clone()
+    o, s = gdn.gdn_recurrent(q, k, v, g, beta, state, out_state=state)
+    assert s is state and torch.equal(o, o_fresh) and torch.equal(state, s_fresh)
+    state = s0.clone()
+    o, states = gdn.gdn_recurrent_states(q, k, v, g, beta, state, out_state=state)
+    assert torch.equal(state, states[-1]) and torch.equal(states[-1], s_fresh)
+    window = torch.randn(12, 3)
+    x, w = torch.randn(2, 12), torch.randn(12, 4)
+    y_fresh, win_fresh = gdn.causal_conv1d_update(x, w, None, window)
+    y, win = gdn.causal_conv1d_update(x, w, None, window, out_state=window)
+    assert win is window and torch.equal(window, win_fresh) and torch.equal(y, y_fresh)

@@ -311,3 +311,35 @@ def test_unsupported_shapes_fall_back_to_the_reference(backend):
     o, s = ops.gdn_recurrent(q, k, v, g, beta, None)
     want_o, want_s = ref.gdn_recurrent(q, k, v, g, beta, None)
     assert torch.equal(o, want_o) and torch.equal(s, want_s)
+
+
+@pytest.mark.parametrize("op,T", [("gdn_recurrent", 1), ("gdn_recurrent", 3), ("gdn_recurrent_states", 4)])
+def test_in_place_state_update(backend, kernels_only, op, T):
+    """out_state = the input state (the decode/verify path): the kernel updates it in place and the
+    result equals the reference's fresh one; for verify the per-position states come back as well."""
+    ops = gdn_ops(backend)
+    for dtype in dtypes(backend):
+        q, k, v, g, beta = layer_inputs(T, dtype)
+        s0 = randn(H, D, D, scale=0.5)  # [H, Dk, Dv] fp32
+        want_o, want_s = getattr(ref, op)(*upcast(q, k, v), g, beta.float(), s0.clone())
+        want_final = want_s[-1] if op == "gdn_recurrent_states" else want_s
+        poison_allocator()
+        o, s = getattr(ops, op)(q, k, v, g, beta, s0, out_state=s0)
+        assert rel_l2(o, want_o) < tol(dtype)
+        assert rel_l2(s0, want_final) < 1e-5, f"{op} {dtype}: the state updated in place differs"
+        if op == "gdn_recurrent":
+            assert s is s0
+        else:
+            assert rel_l2(s, want_s) < 1e-5
+
+
+def test_conv_window_update_in_place(backend, kernels_only):
+    ops = gdn_ops(backend)
+    for dtype in backend_dtypes(backend):
+        x = randn(2, C, dtype=dtype)
+        w = randn(C, K, dtype=dtype, scale=0.5)
+        window = randn(C, K - 1)
+        want_y, want_window = ref.causal_conv1d_update(x.float(), w.float(), None, window.clone())
+        y, got = ops.causal_conv1d_update(x, w, None, window, out_state=window)
+        assert got is window and torch.equal(window, want_window)
+        assert rel_l2(y, want_y) < tol(dtype)

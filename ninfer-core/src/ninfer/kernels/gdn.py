@@ -64,19 +64,27 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
             return "f32"
         return DTYPE_SUFFIX[t.dtype] if t.dtype in lib.dtypes else None
 
-    def causal_conv1d_update(x, weight, bias, conv_state):
+    def _state_out(out, like: torch.Tensor) -> bool:
+        """An ``out_state`` the kernels can write: absent, or the exact shape, fp32, contiguous, aligned."""
+        return out is None or (out.dtype == torch.float32 and out.shape == like.shape and out.is_contiguous()
+                               and out.device == like.device and out.data_ptr() % 16 == 0)
+
+    def causal_conv1d_update(x, weight, bias, conv_state, out_state=None):
         s = suffix(x)
-        if s is None or x.dim() != 2 or x.shape[0] == 0 or x.stride(1) != 1:
-            return ref.causal_conv1d_update(x, weight, bias, conv_state)
+        if (s is None or x.dim() != 2 or x.shape[0] == 0 or x.stride(1) != 1
+                or not _state_out(out_state, conv_state)):
+            return ref.causal_conv1d_update(x, weight, bias, conv_state, out_state)
         T, C = x.shape
         if (weight.shape != (C, CONV_K) or weight.dtype != x.dtype or not weight.is_contiguous()
                 or conv_state.shape != (C, CONV_K - 1) or conv_state.dtype != torch.float32
                 or not conv_state.is_contiguous() or not _on(x.device, weight, bias, conv_state)
                 or (bias is not None
                     and (bias.shape != (C,) or bias.dtype != x.dtype or not bias.is_contiguous()))):
-            return ref.causal_conv1d_update(x, weight, bias, conv_state)
+            return ref.causal_conv1d_update(x, weight, bias, conv_state, out_state)
         y = torch.empty(T, C, dtype=x.dtype, device=x.device)  # [T, C]
-        new_state = torch.empty(C, CONV_K - 1, dtype=torch.float32, device=x.device)  # [C, K-1]
+        # the kernel reads a channel's whole window before writing it: out_state may be conv_state
+        new_state = out_state if out_state is not None else \
+            torch.empty(C, CONV_K - 1, dtype=torch.float32, device=x.device)  # [C, K-1]
         lib.module(x.device)[f"causal_conv1d_update_{s}_k{CONV_K}"](
             ((C + CONV_THREADS - 1) // CONV_THREADS,), (CONV_THREADS,),
             x, weight, bias, conv_state, y, new_state, T, C, x.stride(0))
@@ -116,16 +124,18 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
                 and (state is None or (state.dtype == torch.float32 and state.shape == (H, Dk, Dv)
                                        and state.is_contiguous() and state.data_ptr() % 16 == 0)))
 
-    def _recurrent(q, k, v, g, beta, initial_state, keep_all: bool):
+    def _recurrent(q, k, v, g, beta, initial_state, keep_all: bool, out_state=None):
         T, H, Dv = v.shape
         Hk, Dk = q.shape[1], q.shape[2]
         o = torch.empty(T, H, Dv, dtype=v.dtype, device=v.device)  # [T, H, Dv]
+        # a block reads its whole state slice before writing it: out_state may be initial_state
+        final = out_state
         if keep_all:  # verify: the state once each token is in
             states = torch.empty(T, H, Dk, Dv, dtype=torch.float32, device=v.device)  # [T, H, Dk, Dv]
-            final = None
         else:
             states = None
-            final = torch.empty(H, Dk, Dv, dtype=torch.float32, device=v.device)  # [H, Dk, Dv]
+            if final is None:
+                final = torch.empty(H, Dk, Dv, dtype=torch.float32, device=v.device)  # [H, Dk, Dv]
         lib.module(v.device)[f"gdn_recurrent_{suffix(v)}_d{HEAD_DIM}"](
             (Dv // bv, H), (GDN_THREADS,),
             q, k, v, g, beta, initial_state, o, final, states, T, H, Hk,
@@ -133,15 +143,19 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
             float(Dk ** -0.5), float(L2_EPS))
         return o, (states if keep_all else final)
 
-    def gdn_recurrent(q, k, v, g, beta, initial_state=None):
-        if not _fits(q, k, v, g, beta, initial_state):
-            return ref.gdn_recurrent(q, k, v, g, beta, initial_state)
-        return _recurrent(q, k, v, g, beta, initial_state, keep_all=False)
+    def _out_fits(out, v, q) -> bool:
+        return out is None or (out.dtype == torch.float32 and out.shape == (v.shape[1], q.shape[2], v.shape[2])
+                               and out.is_contiguous() and out.device == v.device and out.data_ptr() % 16 == 0)
 
-    def gdn_recurrent_states(q, k, v, g, beta, initial_state=None):
-        if not _fits(q, k, v, g, beta, initial_state):
-            return ref.gdn_recurrent_states(q, k, v, g, beta, initial_state)
-        return _recurrent(q, k, v, g, beta, initial_state, keep_all=True)
+    def gdn_recurrent(q, k, v, g, beta, initial_state=None, out_state=None):
+        if not _fits(q, k, v, g, beta, initial_state) or not _out_fits(out_state, v, q):
+            return ref.gdn_recurrent(q, k, v, g, beta, initial_state, out_state)
+        return _recurrent(q, k, v, g, beta, initial_state, keep_all=False, out_state=out_state)
+
+    def gdn_recurrent_states(q, k, v, g, beta, initial_state=None, out_state=None):
+        if not _fits(q, k, v, g, beta, initial_state) or not _out_fits(out_state, v, q):
+            return ref.gdn_recurrent_states(q, k, v, g, beta, initial_state, out_state)
+        return _recurrent(q, k, v, g, beta, initial_state, keep_all=True, out_state=out_state)
 
     def _chunked(q, k, v, g, beta, initial_state):
         T, H, Dv = v.shape

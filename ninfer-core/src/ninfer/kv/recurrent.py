@@ -23,7 +23,8 @@ class _Verified:
     """What one verify forward left behind for one layer, so any accepted length can be kept."""
 
     inputs: torch.Tensor  # [K-1+T, C]: the old conv window followed by the T verified inputs
-    states: torch.Tensor  # [T+1, H, Dk, Dv] fp32: the state before the run, then after each token
+    before: torch.Tensor  # [H, Dk, Dv] fp32: the state before the run
+    states: torch.Tensor  # [T, H, Dk, Dv] fp32: the state after each token
 
 
 class RecurrentState:
@@ -60,22 +61,33 @@ class RecurrentState:
         self._last_run = 0
 
     def commit(self, layer: int, conv: torch.Tensor, ssm: torch.Tensor, tokens: int) -> None:
-        """Prefill/decode: the layer's state after ``tokens`` more tokens (copied into place)."""
-        self.conv[layer].copy_(conv)
-        self.ssm[layer].copy_(ssm)
+        """Prefill/decode: the layer's state after ``tokens`` more tokens (copied into place, unless
+        the op already wrote it there through ``out_state``)."""
+        if conv is not self.conv[layer]:
+            self.conv[layer].copy_(conv)
+        if ssm is not self.ssm[layer]:
+            self.ssm[layer].copy_(ssm)
         self._verified[layer] = None
         self._last_run = tokens
 
-    def commit_verify(self, layer: int, inputs: torch.Tensor, states: torch.Tensor) -> None:
+    def before_verify(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Verify, before the layer runs: keeps copies of its conv window and state (what ``keep(0)``
+        returns to), so the ops may then update both in place. Returns (window [C, K-1], state)."""
+        return self.conv[layer].clone(), self.ssm[layer].clone()
+
+    def commit_verify(self, layer: int, inputs: torch.Tensor, states: torch.Tensor,
+                      before: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         """Verify: inputs [T, C] are the conv inputs of the T tokens, states [T, H, Dk, Dv] the
         state after each. Commits the state after all T (as if all are accepted) and keeps what
-        ``keep`` needs to go back to any shorter accepted length."""
+        ``keep`` needs to go back to any shorter accepted length. ``before``: what
+        ``before_verify`` returned, when the ops already updated the layer's state in place."""
         T = inputs.shape[0]
-        window = torch.cat([self.conv[layer].t(), inputs.float()], dim=0)  # [K-1+T, C]
-        all_states = torch.cat([self.ssm[layer][None], states.float()], dim=0)  # [T+1, H, Dk, Dv]
-        self._verified[layer] = _Verified(window, all_states)
-        self.conv[layer].copy_(window[T:].t())
-        self.ssm[layer].copy_(all_states[T])
+        conv0, ssm0 = before if before is not None else (self.conv[layer], self.ssm[layer].clone())
+        window = torch.cat([conv0.t(), inputs.float()], dim=0)  # [K-1+T, C]
+        self._verified[layer] = _Verified(window, ssm0, states)
+        if before is None:
+            self.conv[layer].copy_(window[T:].t())
+            self.ssm[layer].copy_(states[T - 1])
         self._last_run = T
 
     # -- speculative decoding ------------------------------------------------------------------
@@ -86,11 +98,12 @@ class RecurrentState:
             if ver is None:
                 raise RuntimeError("keep() needs the per-position states of a verify forward; "
                                    "the last forward was not a verify")
-            T = ver.states.shape[0] - 1
+            T = ver.states.shape[0]
             if not 0 <= accepted <= T:
                 raise RuntimeError(f"keep({accepted}) outside the {T} verified positions")
-            self.conv[i].copy_(ver.inputs[accepted: accepted + k1].t())
-            self.ssm[i].copy_(ver.states[accepted])
+            if accepted < T:  # all T accepted: the committed state is already that one
+                self.conv[i].copy_(ver.inputs[accepted: accepted + k1].t())
+                self.ssm[i].copy_(ver.states[accepted - 1] if accepted else ver.before)
             self._verified[i] = None
         self._last_run = accepted
 

@@ -85,8 +85,11 @@ class GatedDeltaNet:
         mixed, z = self.in_proj(x).split([s.conv_dim, self.v_width], dim=-1)  # [T, C], [T, H*Dv]
         b, a = self.in_proj_ba(x).split([s.value_heads, s.value_heads], dim=-1)  # [T, H] each
         w = self.conv_weight.view(s.conv_dim, s.conv_kernel)  # [C, K]
-        conv = ops.causal_conv1d_prefill if ctx.phase == "prefill" else ops.causal_conv1d_update
-        y, conv_state = conv(mixed, w, None, state.conv[i])  # [T, C], [C, K-1]
+        before = state.before_verify(i) if ctx.phase == "verify" else None  # keep(0)'s state, kept aside
+        if ctx.phase == "prefill":
+            y, conv_state = ops.causal_conv1d_prefill(mixed, w, None, state.conv[i])  # [T, C], [C, K-1]
+        else:  # decode/verify update the conv window in place
+            y, conv_state = ops.causal_conv1d_update(mixed, w, None, state.conv[i], out_state=state.conv[i])
         q, k, v = y.split([self.qk_width, self.qk_width, self.v_width], dim=-1)
         q = q.reshape(T, s.key_heads, s.key_dim)
         k = k.reshape(T, s.key_heads, s.key_dim)
@@ -95,12 +98,12 @@ class GatedDeltaNet:
         if ctx.phase == "prefill":
             o, ssm = ops.gdn_chunked(q, k, v, g, beta, state.ssm[i])
             state.commit(i, conv_state, ssm, T)
-        elif ctx.phase == "decode":
-            o, ssm = ops.gdn_recurrent(q, k, v, g, beta, state.ssm[i])
+        elif ctx.phase == "decode":  # the state is updated in place
+            o, ssm = ops.gdn_recurrent(q, k, v, g, beta, state.ssm[i], out_state=state.ssm[i])
             state.commit(i, conv_state, ssm, T)
-        else:  # verify: keep the state after every position for keep(accepted)
-            o, states = ops.gdn_recurrent_states(q, k, v, g, beta, state.ssm[i])
-            state.commit_verify(i, mixed, states)
+        else:  # verify: in place too, and the state after every position for keep(accepted)
+            o, states = ops.gdn_recurrent_states(q, k, v, g, beta, state.ssm[i], out_state=state.ssm[i])
+            state.commit_verify(i, mixed, states, before)
         o = ops.rms_norm_gated(o, z.reshape(T, s.value_heads, s.value_dim), self.norm_weight,
                                self.cfg.rms_norm_eps)  # [T, H, Dv]
         return self.out_proj(o.reshape(T, self.v_width))

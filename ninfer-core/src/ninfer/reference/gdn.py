@@ -47,11 +47,13 @@ def causal_conv1d_prefill(x: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
 
 
 def causal_conv1d_update(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                         conv_state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                         conv_state: torch.Tensor, out_state: torch.Tensor | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """The same conv, token by token, for decode (T = 1) and verify (T = k) steps.
 
     Same signature and result as :func:`causal_conv1d_prefill`; written as a sliding window so it
-    is also the step-by-step check of the prefill form.
+    is also the step-by-step check of the prefill form. ``out_state`` (optional, may be
+    ``conv_state`` itself): where the new window is written, and returned.
     """
     T, C = x.shape
     window = conv_state.float()  # [C, K-1]
@@ -65,7 +67,16 @@ def causal_conv1d_update(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
         ys.append(F.silu(y))
         window = full[:, 1:]
     y = torch.stack(ys).to(x.dtype) if T else x.new_zeros(0, C)
-    return y, window.to(conv_state.dtype).contiguous()
+    return y, _into(window.to(conv_state.dtype).contiguous(), out_state)
+
+
+def _into(new: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """The ``out_state`` convention: a new state is written into ``out`` (which may be the old
+    state: an in-place update) and ``out`` is returned; without ``out`` the fresh tensor is."""
+    if out is None:
+        return new
+    out.copy_(new)
+    return out
 
 
 # ---- gated delta rule --------------------------------------------------------------------------
@@ -147,19 +158,26 @@ def _recurrent(q, k, v, g, beta, initial_state, keep_all: bool):
 
 
 def gdn_recurrent(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
-                  initial_state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  initial_state: torch.Tensor | None = None, out_state: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gated delta rule token by token (the decode form). Same arguments and result as
-    :func:`gdn_chunked`: (o [T, H, Dv], final state [H, Dk, Dv] fp32)."""
-    return _recurrent(q, k, v, g, beta, initial_state, keep_all=False)
+    :func:`gdn_chunked`: (o [T, H, Dv], final state [H, Dk, Dv] fp32). ``out_state`` (optional, may
+    be ``initial_state`` itself, for an in-place update): where the final state is written."""
+    o, final = _recurrent(q, k, v, g, beta, initial_state, keep_all=False)
+    return o, _into(final, out_state)
 
 
 def gdn_recurrent_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
-                         beta: torch.Tensor, initial_state: torch.Tensor | None = None
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+                         beta: torch.Tensor, initial_state: torch.Tensor | None = None,
+                         out_state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The verify form: like :func:`gdn_recurrent` but returns the state after every position,
     (o [T, H, Dv], states [T, H, Dk, Dv] fp32), states[i] being the state once token i is in, so
-    speculative decoding keeps the state of any accepted length without recomputation."""
-    return _recurrent(q, k, v, g, beta, initial_state, keep_all=True)
+    speculative decoding keeps the state of any accepted length without recomputation.
+    ``out_state`` (optional, may be ``initial_state``): also receives the final state."""
+    o, states = _recurrent(q, k, v, g, beta, initial_state, keep_all=True)
+    if out_state is not None:
+        out_state.copy_(states[-1])
+    return o, states
 
 
 def gdn_naive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
