@@ -21,7 +21,7 @@ first step only (how MTP heads are usually trained; chaining is then out of dist
 Data: the Python standard library's own ``*.py`` sources (PSF licence), split by file: a stable hash
 of the path puts ~1 in 5 files in the held-out set (offline agreement chunks and the prompts).
 
-CPU only: ``python bench/mtp_hidden.py`` (about 20 min of one core at the defaults; checkpoints go
+CPU only: ``python bench/mtp_hidden.py`` (about 26 min of one core at the defaults; checkpoints go
 to a temp dir, ``--keep DIR`` keeps them). ``--quick`` is a smoke run.
 """
 
