@@ -47,6 +47,8 @@ def table(llm, ids):
     for bits in (8, 4):
         with rtn_weights(llm, bits, 128):
             rows[f"weights int{bits} g128 RTN"] = ppl()
+    with rtn_weights(llm, 4, 128, symmetric=False):
+        rows["weights int4 g128 RTN asymmetric"] = ppl()
     print(f"\nSmolLM2-135M-Instruct (Q4_1 GGUF -> fp32), {len(ids)} tokens of the Declaration of Independence")
     print(f"{'variant':34s} {'perplexity':>10s} {'vs baseline':>12s}")
     for name, value in rows.items():
@@ -71,9 +73,12 @@ def test_perplexity_matches_transformers(llm):
     assert llm.perplexity(text) == pytest.approx(math.exp(float(nll)), rel=1e-4)
 
 
-# "within x%" is read as "costs at most x%": a variant that scores lower passes. (int8 RTN weights score
-# ~1% lower than this Q4_1-derived baseline on this text; bf16 rounding of all weights moves it +0.07%,
-# 0.4% random weight noise +0.6%: the int8 drop is systematic and not explained yet.)
+# "within x%" is read as "costs at most x%": a variant that scores lower passes. Scoring lower is real
+# here, not a path difference (the baseline matches transformers to 1e-4 over these 1024 tokens): the
+# model is over-confident on this text (logits / 1.05 lower its perplexity by 3.7%, / 0.95 raise it 5.5%),
+# so perturbations that blur its predictions lower it. Int8 weights: -1.1% with bf16 scales, -0.45% with
+# float32 scales (the bf16 rounding of the scales is most of it); int4 RTN of only the q|k|v projections
+# gives -14%. Two-sided bounds would test this text's luck, not the quantiser.
 def test_int8_kv_within_half_percent(table):
     assert table["KV int8 (group 64)"] < 0.005
 
@@ -86,13 +91,21 @@ def test_int4_kv_with_rotation_within_3_percent_and_better_than_without(table):
 
 def test_int8_weights_within_1_percent(table):
     assert table["weights int8 g128 RTN"] < 0.01
+    assert abs(table["weights int8 g128 RTN"]) < 0.03  # and not far off the other way either
 
 
-@pytest.mark.xfail(strict=True, reason="not met: int4 g128 (g64 where the input is 576) RTN re-quantisation of the "
-                   "Q4_1 SmolLM2-135M costs ~+70% perplexity here, GPTQ ~+43% vs RTN +51% on a split; see "
-                   "bench/RESULTS.md")
+@pytest.mark.xfail(strict=True, reason="not met: int4 g128 (g64 where the input is 576) re-quantisation of the Q4_1 "
+                   "SmolLM2-135M costs +26% perplexity (RTN, symmetric) / +24% (asymmetric) here, +40% on held-out "
+                   "Alice text; GPTQ calibrated on other text does worse on this one; see bench/RESULTS.md")
 def test_int4_g128_weights_within_5_percent(table):
     assert table["weights int4 g128 RTN"] < 0.05
+
+
+def test_int4_g128_weights_no_clipping_loss(table):
+    # the min-max observer's absmax/7.5 scale (clips every group's largest positive weight) cost +69.6%;
+    # with the largest-magnitude weight exactly on a code it is ~+26% (asymmetric ~+24%)
+    assert table["weights int4 g128 RTN"] < 0.35
+    assert table["weights int4 g128 RTN asymmetric"] < 0.35
 
 
 def test_int4_g128_weights_cost_more_than_int8(table):

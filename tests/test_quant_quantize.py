@@ -12,7 +12,7 @@ from ninfer.errors import NinferError
 from ninfer.quant.compressed_tensors import CompressedTensorsDir
 from ninfer.quant.gptq_solve import gptq_quantize
 from ninfer.quant.layout import dequantize, quantize_rtn
-from ninfer.quant.quantize import quantize_checkpoint
+from ninfer.quant.quantize import quantize_checkpoint, quantize_groups
 
 
 def _ct_reference(ck: CompressedTensorsDir, module: str, qcfg):
@@ -98,6 +98,49 @@ def test_quantize_asymmetric_int8_zero_points(tmp_path):
         quantize_checkpoint(str(src), str(dst), bits=8)
     with pytest.raises(NinferError, match="--bits"):
         quantize_checkpoint(str(src), str(tmp_path / "x"), bits=3)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_group_scales_clip_nothing(symmetric):
+    """Every weight lies inside its group's grid and the binding extreme is on a code, where the
+    min-max observer's absmax/7.5 (layout.quantize_rtn) moves a positive maximum by half a step."""
+    torch.manual_seed(0)
+    w = torch.randn(64, 256) * torch.rand(64, 1) + (0 if symmetric else 0.5)
+    q = quantize_groups(w, 4, 64, symmetric, scale_dtype=torch.float32)
+    d = dequantize(q).view(64, 4, 64)
+    wg = w.view(64, 4, 64)
+    s = q.scales.unsqueeze(-1)
+    assert ((d - wg).abs() <= 0.5 * s * (1 + 1e-5)).all()  # round to nearest, no clipping
+    binding = torch.maximum((d.amax(-1) - wg.amax(-1)).abs(), (d.amin(-1) - wg.amin(-1)).abs())
+    assert (torch.minimum((d.amax(-1) - wg.amax(-1)).abs(), (d.amin(-1) - wg.amin(-1)).abs()) < 1e-5).all()
+    assert (binding <= 0.5 * q.scales * (1 + 1e-5)).all()
+    if symmetric:  # the old rule: the largest weight of a group is off by half a step when it is positive
+        old = quantize_rtn(w, 4, 64, symmetric, scale_dtype=torch.float32)
+        top = wg.abs().argmax(-1, keepdim=True)
+        err = (dequantize(old).view(64, 4, 64) - wg).gather(-1, top)[..., 0].abs()
+        pos = wg.gather(-1, top)[..., 0] > 0
+        assert (err[pos] > 0.45 * old.scales[pos]).all() and pos.any()
+
+
+def test_quantize_asymmetric_int4_reads_in_compressed_tensors(tmp_path):
+    from compressed_tensors.quantization import QuantizationConfig
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    torch.manual_seed(0)
+    save_file({"model.layers.0.mlp.down_proj.weight": (torch.randn(40, 256) + 0.3).to(torch.bfloat16)},
+              str(src / "model.safetensors"))
+    (src / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    qcfg = quantize_checkpoint(str(src), str(dst), bits=4, group_size=128, symmetric=False, progress=False)
+    ck = CompressedTensorsDir.open(str(dst))
+    module = "model.layers.0.mlp.down_proj"
+    q = ck.quant_weight(f"{module}.weight")
+    assert q.zeros is not None and q.bits == 4
+    ref = _ct_reference(ck, module, QuantizationConfig.model_validate(qcfg))
+    assert torch.equal(dequantize(q, ref.dtype), ref)
+    torch.manual_seed(0)  # the same weight again, as written
+    w = (torch.randn(40, 256) + 0.3).to(torch.bfloat16).float()
+    assert torch.equal(dequantize(quantize_groups(w, 4, 128, False), ref.dtype), ref)
 
 
 def test_gptq_beats_rtn_on_correlated_inputs():

@@ -11,7 +11,8 @@ import torch
 from ..kv.paged import PagedKVCache, SequenceKV
 from ..layers.linear import Linear
 from ..ops import resolve
-from .layout import group_for, quantize_rtn
+from .layout import group_for
+from .quantize import quantize_groups
 
 
 @contextlib.contextmanager
@@ -89,7 +90,7 @@ def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include
         g = group_for(lin.in_features, group_size)
         if hasattr(lin.weight, "dim") and g is not None:
             saved.append((lin, lin.weight))
-            lin.weight = quantize_rtn(lin.weight, bits, g, symmetric, scale_dtype).to(lin.weight.device)
+            lin.weight = quantize_groups(lin.weight, bits, g, symmetric, scale_dtype).to(lin.weight.device)
     llm.runner.reset()
     try:
         yield llm

@@ -14,6 +14,7 @@ import dataclasses
 import torch
 
 from .layout import QuantWeight, pack_codes
+from .quantize import group_params
 
 
 @torch.inference_mode()
@@ -71,21 +72,6 @@ def collect_hessians(src: str, calibration: str | list[int], progress: bool = Tr
     return out
 
 
-def _group_params(w: torch.Tensor, bits: int, symmetric: bool, dtype: torch.dtype):
-    """Scale and zero of one group of columns w [N, g] (the same formulas as quantize_rtn)."""
-    qmax = (1 << bits) - 1
-    lo, hi = w.amin(1).clamp(max=0), w.amax(1).clamp(min=0)
-    if symmetric:
-        s = (torch.maximum(lo.abs(), hi) / (qmax / 2)).to(dtype)
-        s = torch.where(s == 0, torch.finfo(dtype).eps, s)
-        z = torch.full_like(lo, float(1 << (bits - 1)))
-    else:
-        s = ((hi - lo) / qmax).to(dtype)
-        s = torch.where(s == 0, torch.finfo(dtype).eps, s)
-        z = torch.clamp(torch.round(-lo / s.float()), 0, qmax)
-    return s, z
-
-
 def gptq_quantize(weight: torch.Tensor, H: torch.Tensor, bits: int, group_size: int, symmetric: bool = True,
                   scale_dtype: torch.dtype = torch.float16, block: int = 128, damp: float = 0.01) -> QuantWeight:
     W = weight.float().clone()  # [N, K]
@@ -107,7 +93,7 @@ def gptq_quantize(weight: torch.Tensor, H: torch.Tensor, bits: int, group_size: 
         for i in range(i2 - i1):
             col = i1 + i
             if col % group_size == 0:
-                s, z = _group_params(W1[:, i: i + group_size], bits, symmetric, scale_dtype)
+                s, z = group_params(W1[:, i: i + group_size], bits, symmetric, scale_dtype)
                 scales[:, col // group_size], zeros[:, col // group_size] = s, z
                 sf = s.float()
             u = torch.clamp(torch.round(W1[:, i] / sf) + z, 0, qmax)
