@@ -93,3 +93,15 @@ def test_cli_rejects_a_malformed_arch():
 
     res = CliRunner().invoke(kernels, ["build", "--arch", "ampere"])
     assert res.exit_code != 0 and "write it as sm_XX" in res.output
+
+
+def test_every_launcher_is_registered_as_an_op():
+    """A launcher that make_ops builds but the backend hooks do not register never runs (the reference op
+    serves its name instead): every one must be in the registered sets."""
+    from ninfer.kernels.fused import FUSED_OPS
+    from ninfer.kernels.ops import make_ops
+    from ninfer.kernels.plugin import KERNEL_OPS
+
+    launchers = set(make_ops(library("sm90")))
+    registered = KERNEL_OPS | set(FUSED_OPS) | {"linear", "paged_attention"}
+    assert launchers <= registered, f"launchers never registered: {sorted(launchers - registered)}"
