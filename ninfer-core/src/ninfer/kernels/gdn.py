@@ -69,17 +69,21 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
         return out is None or (out.dtype == torch.float32 and out.shape == like.shape and out.is_contiguous()
                                and out.device == like.device and out.data_ptr() % 16 == 0)
 
+    def _conv_fits(x, weight, bias, conv_state) -> bool:
+        """The conv kernels' parameters: taps [C, K] and bias [C] in x's dtype, the window fp32 [C, K-1]."""
+        C = x.shape[1]
+        return (weight.shape == (C, CONV_K) and weight.dtype == x.dtype and weight.is_contiguous()
+                and conv_state.shape == (C, CONV_K - 1) and conv_state.dtype == torch.float32
+                and conv_state.is_contiguous() and _on(x.device, weight, bias, conv_state)
+                and (bias is None or (bias.shape == (C,) and bias.dtype == x.dtype and bias.is_contiguous())))
+
     def causal_conv1d_update(x, weight, bias, conv_state, out_state=None):
         s = suffix(x)
         if (s is None or x.dim() != 2 or x.shape[0] == 0 or x.stride(1) != 1
                 or not _state_out(out_state, conv_state)):
             return ref.causal_conv1d_update(x, weight, bias, conv_state, out_state)
         T, C = x.shape
-        if (weight.shape != (C, CONV_K) or weight.dtype != x.dtype or not weight.is_contiguous()
-                or conv_state.shape != (C, CONV_K - 1) or conv_state.dtype != torch.float32
-                or not conv_state.is_contiguous() or not _on(x.device, weight, bias, conv_state)
-                or (bias is not None
-                    and (bias.shape != (C,) or bias.dtype != x.dtype or not bias.is_contiguous()))):
+        if not _conv_fits(x, weight, bias, conv_state):
             return ref.causal_conv1d_update(x, weight, bias, conv_state, out_state)
         y = torch.empty(T, C, dtype=x.dtype, device=x.device)  # [T, C]
         # the kernel reads a channel's whole window before writing it: out_state may be conv_state
@@ -96,11 +100,7 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
                 or os.environ.get("NINFER_GDN_CHUNKED", "1") == "0"):  # the whole old prefill path, for A/B
             return ref.causal_conv1d_prefill(x, weight, bias, conv_state)
         T, C = x.shape
-        if (weight.shape != (C, CONV_K) or weight.dtype != x.dtype or not weight.is_contiguous()
-                or conv_state.shape != (C, CONV_K - 1) or conv_state.dtype != torch.float32
-                or not conv_state.is_contiguous() or not _on(x.device, weight, bias, conv_state)
-                or (bias is not None
-                    and (bias.shape != (C,) or bias.dtype != x.dtype or not bias.is_contiguous()))):
+        if not _conv_fits(x, weight, bias, conv_state):
             return ref.causal_conv1d_prefill(x, weight, bias, conv_state)
         y = torch.empty(T, C, dtype=x.dtype, device=x.device)  # [T, C]
         new_state = torch.empty(C, CONV_K - 1, dtype=torch.float32, device=x.device)  # [C, K-1]
