@@ -60,14 +60,23 @@ def gptq_weights(llm, calibration_ids: list[int], bits: int, group_size: int, sy
     from .load import _target
 
     hessians = linear_input_hessians(llm, calibration_ids)
-    saved = []
+    new = []
     for path, h in hessians.items():
         lin, _ = _target(llm.model, path)
         g = group_for(lin.in_features, group_size)
         if lin is llm.model.lm_head or g is None:
             continue
-        saved.append((lin, lin.weight))
-        lin.weight = gptq_quantize(lin.weight.cpu(), h.cpu(), bits, g, symmetric, scale_dtype).to(lin.weight.device)
+        new.append((lin, gptq_quantize(lin.weight.cpu(), h.cpu(), bits, g, symmetric, scale_dtype).to(lin.weight.device)))
+    with _swapped(llm, new):
+        yield llm
+
+
+@contextlib.contextmanager
+def _swapped(llm, new: list):
+    """Run ``llm`` with each (Linear, weight) of ``new`` in place of its weight; restored after."""
+    saved = [(lin, lin.weight) for lin, _ in new]
+    for lin, w in new:
+        lin.weight = w
     llm.runner.reset()
     try:
         yield llm
@@ -83,18 +92,12 @@ def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include
     """Run ``llm`` with every dense Linear (lm_head only if asked, as ``ninfer quantize`` does)
     quantised round-to-nearest to the grouped-int layout, exactly as ``ninfer quantize`` would
     (rows quantise independently, so fused q|k|v equals the separate projections)."""
-    saved = []
+    new = []
     for lin in _linears(llm.model):
         if lin is llm.model.lm_head and not include_lm_head:
             continue
         g = group_for(lin.in_features, group_size)
         if hasattr(lin.weight, "dim") and g is not None:
-            saved.append((lin, lin.weight))
-            lin.weight = quantize_groups(lin.weight, bits, g, symmetric, scale_dtype).to(lin.weight.device)
-    llm.runner.reset()
-    try:
+            new.append((lin, quantize_groups(lin.weight, bits, g, symmetric, scale_dtype).to(lin.weight.device)))
+    with _swapped(llm, new):
         yield llm
-    finally:
-        for lin, w in saved:
-            lin.weight = w
-        llm.runner.reset()
