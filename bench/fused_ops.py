@@ -13,34 +13,11 @@ import argparse
 import os
 
 import torch
+from timing import graph_us
 
 from ninfer.backends import installed_backends
 from ninfer.kernels.ops import make_ops
 from ninfer.reference import ops as ref
-
-INNER = 20
-
-
-def graph_us(fn) -> float:
-    """Median time of one fn() call, from graph replays of INNER calls (fn(i) gets the call's index)."""
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        for i in range(3):  # warm-up: compiles, allocator, split counters
-            fn(i)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(INNER):
-            fn(i)
-    times = []
-    for _ in range(23):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / INNER)
-    return sorted(times[3:])[len(times[3:]) // 2]
 
 
 def launchers(backend: str, fused: bool, splitk: str = "1"):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from timing import graph_us
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,29 +53,9 @@ def variant_library():
     return KernelLibrary("gemv_variants", d / "kernels.cu", (torch.bfloat16,), ("sm_90",))
 
 
-def graph_us(fn, nbytes: int) -> float:
-    """Median us per call over 10 replays of a graph of INNER calls (fn(i): the i-th call)."""
-    inner = int(min(40, max(4, 3e-3 * 4e12 / nbytes)))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(2):
-            fn(i)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(inner):
-            fn(i)
-    times = []
-    for _ in range(12):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / inner)
-    del g
-    return sorted(times[2:])[len(times[2:]) // 2]
+def graph_us_sized(fn, nbytes: int) -> float:
+    """Median us per call, graphs of enough calls (4..40) to run ~3 ms at 4 TB/s."""
+    return graph_us(fn, int(min(40, max(4, 3e-3 * 4e12 / nbytes))), reps=10, drop=2)
 
 
 def main():
@@ -137,7 +118,7 @@ def main():
                     os.environ["NINFER_GEMV_KSG"] = mode.split(":")[1]
                 try:
                     ok = check(fn(0), want)
-                    us = graph_us(fn, nbytes)
+                    us = graph_us_sized(fn, nbytes)
                 except Exception as e:  # report and go on: one broken variant must not hide the table
                     print(f"  FAILED {N}x{K} T={T} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                     continue
@@ -162,7 +143,7 @@ def main():
                     gemv.MODE = mode
                     try:
                         ok = check(fn(0), want)
-                        us = graph_us(fn, nbytes)
+                        us = graph_us_sized(fn, nbytes)
                     except Exception as e:
                         print(f"  FAILED silu {N}x{K} T={T} {name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
                         continue

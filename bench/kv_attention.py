@@ -22,6 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from decode import copy_bandwidth  # noqa: E402
+from timing import graph_us  # noqa: E402
 
 from ninfer.ops import DeviceSpec, resolve  # noqa: E402
 from ninfer.quant.kv_cache import make_pool  # noqa: E402
@@ -50,28 +51,6 @@ def random_pool(fmt: str, is_key: bool, nblocks: int, Hk: int, D: int):
     return p
 
 
-def time_us(fn, inner: int) -> float:
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        for i in range(3):
-            fn(i)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(inner):
-            fn(i)
-    times = []
-    for _ in range(15):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / inner)
-    del g
-    return sorted(times)[len(times) // 2]
-
-
 def bench_one(backend: str, fmt: str, Hq: int, Hk: int, D: int, L: int, T: int) -> dict:
     nbytes = kv_bytes(fmt, L, Hk, D)
     inner = max(20, min(400, -(-2 * REGION_BYTES // nbytes)))  # calls per graph: > 2 x REGION_BYTES read
@@ -84,7 +63,7 @@ def bench_one(backend: str, fmt: str, Hq: int, Hk: int, D: int, L: int, T: int) 
     positions = torch.arange(L - T, L, device="cuda")
     ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), torch.bfloat16), kv_format=fmt)
     fn = lambda i: ops.paged_attention(q, kc, vc, tables[i % regions], positions, D ** -0.5)  # noqa: E731
-    us = time_us(fn, inner)
+    us = graph_us(fn, inner, reps=15, drop=0)
     del fn
     torch.cuda.empty_cache()
     return {"fmt": fmt, "ctx": L, "T": T, "us": us, "MB": nbytes / 1e6, "GBs": nbytes / us / 1e3,

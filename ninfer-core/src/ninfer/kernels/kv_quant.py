@@ -19,11 +19,12 @@ import os
 
 import torch
 
-from ..ops import DeviceSpec, OpImpl
+from ..ops import OpImpl
 from ..quant import kv_ops
 from ..quant.kv_cache import QuantKVPool, hadamard_block, rotate
 from .attention import DECODE_MAX_TOKENS, MAX_SPLITS, prefill_sdpa, split_size
 from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
+from .ops import serves
 
 KVQ_FORMATS = ("int8", "int4", "int4_norot")
 # Keys per split of the decode kernel (a power of two, 32..256); 0: the bf16 path's split_size(capacity).
@@ -131,9 +132,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
 def kv_quant_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
     """The backend's write_kv and paged_attention for every quantised KV format."""
     fns = make_kv_quant_ops(lib)
-
-    def ok(spec: DeviceSpec) -> bool:
-        return spec.type == "cuda" and spec.dtype in lib.dtypes and supports(spec)
+    ok = serves(lib, supports)
 
     names = {"write_kv": f"{backend}.kvq_write (quantise + rotate + centre, K and V in one launch)",
              "paged_attention": f"{backend}.kvq_attention (T<=16, dequant in registers) + SDPA (prefill)"}

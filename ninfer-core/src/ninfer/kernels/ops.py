@@ -174,12 +174,19 @@ def make_ops(lib: KernelLibrary) -> dict:
     return {**base, **make_fused_ops(lib, base)}
 
 
-def op_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
-    """Every OpImpl of a backend; ``supports(spec)`` says whether it can serve a device/dtype."""
-    fns = make_ops(lib)
+def serves(lib: KernelLibrary, supports):
+    """The ``OpImpl.supports`` of a kernel library's ops: CUDA, a dtype it is built for, and the backend's check."""
 
     def ok(spec: DeviceSpec) -> bool:
         return spec.type == "cuda" and spec.dtype in lib.dtypes and supports(spec)
+
+    return ok
+
+
+def op_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
+    """Every OpImpl of a backend; ``supports(spec)`` says whether it can serve a device/dtype."""
+    fns = make_ops(lib)
+    ok = serves(lib, supports)
 
     names = {"linear": f"{backend}.gemv (T=1) + cuBLAS (T>1); NINFER_GEMV=mma: {backend}.gemv_mma (T<=16)",
              "paged_attention": f"{backend}.flash_decoding (T<=16) + torch SDPA (prefill)"}

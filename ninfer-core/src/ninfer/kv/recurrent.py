@@ -76,19 +76,15 @@ class RecurrentState:
         return self.conv[layer].clone(), self.ssm[layer].clone()
 
     def commit_verify(self, layer: int, inputs: torch.Tensor, states: torch.Tensor,
-                      before: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
-        """Verify: inputs [T, C] are the conv inputs of the T tokens, states [T, H, Dk, Dv] the
-        state after each. Commits the state after all T (as if all are accepted) and keeps what
-        ``keep`` needs to go back to any shorter accepted length. ``before``: what
-        ``before_verify`` returned, when the ops already updated the layer's state in place."""
-        T = inputs.shape[0]
-        conv0, ssm0 = before if before is not None else (self.conv[layer], self.ssm[layer].clone())
+                      before: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Verify, after the ops updated the layer's conv window and state in place (as if all T
+        tokens are accepted): inputs [T, C] are the conv inputs of the T tokens, states [T, H, Dk, Dv]
+        the state after each, ``before`` what ``before_verify`` kept. Keeps what ``keep`` needs to
+        go back to any shorter accepted length."""
+        conv0, ssm0 = before
         window = torch.cat([conv0.t(), inputs.float()], dim=0)  # [K-1+T, C]
         self._verified[layer] = _Verified(window, ssm0, states)
-        if before is None:
-            self.conv[layer].copy_(window[T:].t())
-            self.ssm[layer].copy_(states[T - 1])
-        self._last_run = T
+        self._last_run = inputs.shape[0]
 
     # -- speculative decoding ------------------------------------------------------------------
     def keep(self, accepted: int) -> None:

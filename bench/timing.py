@@ -1,0 +1,32 @@
+"""Kernel timing shared by the benchmarks: capture ``inner`` calls in one CUDA graph, replay it, and take
+the median time per call (CUDA events), after a warm-up on a side stream (compiles, allocator, counters)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def graph_us(fn, inner: int = 20, reps: int = 15, drop: int = 2) -> float:
+    """Median microseconds of one call; ``fn(i)`` is the i-th call of the graph (rotate inputs past L2 by i).
+    The first ``drop`` replays are discarded."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(3):
+            fn(i)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(inner):
+            fn(i)
+    times = []
+    for _ in range(reps + drop):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / inner)
+    del g
+    kept = sorted(times[drop:])
+    return kept[len(kept) // 2]
