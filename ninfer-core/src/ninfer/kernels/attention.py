@@ -25,6 +25,7 @@ DECODE_MAX_TOKENS = 16
 ROWS_PER_BLOCK = 8  # NINFER_ATTN_ROWS in kernels.cuh
 MAX_SPLIT = 256  # NINFER_ATTN_CMAX
 MAX_SPLITS = 1024  # ATTN_MAX_SPLITS in attention.cuh
+COMBINE_THREADS = 256  # COMBINE_THREADS in attention.cuh
 
 
 def split_size(capacity: int) -> int:
@@ -124,7 +125,7 @@ def make_paged_attention(lib: KernelLibrary):
         mod[f"attention_split_{s}_d{D}"]((Hk, S, (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK), (warps * 32,),
                                          q, k_cache, v_cache, bt, pos.contiguous(), part_o, part_ml, T, Hq, Hk,
                                          bs, S, C, q.stride(0), float(scale))
-        mod[f"attention_combine_{s}"]((T * Hq,), (D,), part_o, part_ml, pos, out, Hq, S, C, D)
+        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, D)
         return out
 
     return paged_attention

@@ -22,7 +22,7 @@ import torch
 from ..ops import OpImpl
 from ..quant import kv_ops
 from ..quant.kv_cache import QuantKVPool, hadamard_block, rotate
-from .attention import DECODE_MAX_TOKENS, MAX_SPLITS, prefill_sdpa, split_size
+from .attention import COMBINE_THREADS, DECODE_MAX_TOKENS, MAX_SPLITS, prefill_sdpa, split_size
 from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
 from .ops import serves
 
@@ -123,7 +123,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
             ((rows + R - 1) // R, Hk, S), (warps * 32,), q, k_cache.data, k_cache.scale, k_cache.offset,
             v_cache.data, v_cache.scale, v_cache.offset, bt, pos, part_o, part_ml, T, Hq, Hk, bs, S, C,
             q.stride(0), float(scale), blk if k_cache.rotate else 0, blk if v_cache.rotate else 0)
-        mod[f"attention_combine_{s}"]((T * Hq,), (D,), part_o, part_ml, pos, out, Hq, S, C, D)
+        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, D)
         return out
 
     return {"write_kv": write_kv, "paged_attention": paged_attention}

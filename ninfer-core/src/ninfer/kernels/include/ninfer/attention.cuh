@@ -232,10 +232,13 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
                                                           row0, nr, s_p);
 }
 
-// grid T * Hq, block D threads: merge the splits of each row, weighting each by exp(m_s - max m). The
-// split maxima and weights are computed by all threads at once (a serial walk over the splits costs one
-// L2 round trip per split); then each thread sums its output dim over the splits.
+// grid T * Hq, block COMBINE_THREADS: merge the splits of each row, weighting each by exp(m_s - max m). The
+// split maxima and weights are computed by all threads at once; then the threads form P = threads / (D / 4)
+// groups, group p summing splits p, p + P, ... of its 4 output dims (float4 loads, all independent, so a
+// row's partials stream in a few L2 round trips instead of one per split), and the P sums of each dim are
+// added in group order (deterministic). Needs D % 4 == 0 and D / 4 <= COMBINE_THREADS.
 constexpr int ATTN_MAX_SPLITS = 1024;
+constexpr int COMBINE_THREADS = 256;
 
 template <typename T>
 __device__ __forceinline__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
@@ -243,8 +246,9 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
                                                   int S, int C, int D) {
     __shared__ float s_w[ATTN_MAX_SPLITS];
     __shared__ float scratch[32];
+    __shared__ __align__(16) float s_sum[COMBINE_THREADS * 4];
     const i64 row = blockIdx.x;
-    const int t = (int)(row / Hq), d = threadIdx.x;
+    const int t = (int)(row / Hq);
     const int ns = min(S, (int)((positions[t] + C) / C));  // splits holding keys 0..positions[t]
     const float *ml = part_ml + row * S * 2;
     float m = neg_inf();
@@ -262,13 +266,29 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
         s_w[s] = w;
         l += w * ml[2 * s + 1];
     }
-    const float den = row_sum(l, scratch);
+    const float den = row_sum(l, scratch);  // ends with a barrier: s_w is complete
+    const int V = D / 4, P = (int)blockDim.x / V;
+    const int v = threadIdx.x % V, p = threadIdx.x / V;
+    float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (p < P) {
+        const float4 *po = reinterpret_cast<const float4 *>(part_o + row * S * D) + v;
+#pragma unroll 8
+        for (int s = p; s < ns; s += P) {
+            const float4 x = po[(i64)s * V];
+            const float w = s_w[s];
+            num.x = fmaf(w, x.x, num.x);
+            num.y = fmaf(w, x.y, num.y);
+            num.z = fmaf(w, x.z, num.z);
+            num.w = fmaf(w, x.w, num.w);
+        }
+        reinterpret_cast<float4 *>(s_sum)[p * V + v] = num;
+    }
     __syncthreads();
-    float num = 0.f;
-    const float *po = part_o + row * S * D + d;
-#pragma unroll 4
-    for (int s = 0; s < ns; s++) num = fmaf(s_w[s], po[(i64)s * D], num);
-    if (d < D) out[row * D + d] = from_f<T>(num / den);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.f;
+        for (int q = 0; q < P; q++) acc += s_sum[q * D + d];
+        out[row * D + d] = from_f<T>(acc / den);
+    }
 }
 
 }  // namespace ninfer

@@ -259,43 +259,38 @@ __device__ __forceinline__ void kvq_attention_split(
 #pragma unroll
     for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
 
-    // phase 0: the query rows (rows past nr repeat the last: computed, never written), the keys' slots
-    for (int i = threadIdx.x; i < R * D; i += blockDim.x) {
-        const int r = i / D, d = i % D;
-        const int row = row0 + min(r, nr - 1);
-        sm.m.q[r][kvq_pad(d)] = to_f(q[(i64)(row / grp) * q_stride + (i64)(kvh * grp + row % grp) * D + d]);
-    }
+    // phase 0: the keys' slots; the query rows (rows past nr repeat the last: computed, never written), a warp
+    // per row, E elements per lane: rotated in registers (warp_fwht, the butterflies kvq_write applied to K),
+    // times the scale, and (int4) their sums over each 32-element slice, with no block-wide pass per stage.
     for (int j = threadIdx.x; j < nkeys; j += blockDim.x) {
         const int key = key0 + j;
         sm.slot[j] = block_table[key / bs] * bs + key % bs;
     }
-    __syncthreads();
-    float qmul = scale;
-    if (rot_q > 1) {
-        for (int h = 1; h < rot_q; h <<= 1) {
-            for (int i = threadIdx.x; i < R * D / 2; i += blockDim.x) {
-                const int r = i / (D / 2), p = i % (D / 2);
-                const int a = (p / h) * 2 * h + p % h;
-                const float x = sm.m.q[r][kvq_pad(a)], y = sm.m.q[r][kvq_pad(a + h)];
-                sm.m.q[r][kvq_pad(a)] = x + y;
-                sm.m.q[r][kvq_pad(a + h)] = x - y;
+    {
+        constexpr int E = D / 32;  // elements per lane
+        constexpr int LS = 32 / E;  // lanes per 32-element slice
+        for (int r = warp; r < R; r += NW) {
+            const int row = row0 + min(r, nr - 1);
+            const T *src = q + (i64)(row / grp) * q_stride + (i64)(kvh * grp + row % grp) * D + lane * E;
+            float x[E];
+#pragma unroll
+            for (int i = 0; i < E; i++) x[i] = to_f(src[i]);
+            if (rot_q > 1) warp_fwht<E>(x, rot_q, lane);
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < E; i++) {
+                x[i] *= scale;
+                sm.m.q[r][kvq_pad(lane * E + i)] = x[i];
+                sum += x[i];
             }
-            __syncthreads();
+            if (BITS == 4) {
+#pragma unroll
+                for (int o = LS / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+                if (lane % LS == 0) sm.m.qs[r][lane / LS] = sum;
+            }
         }
-        qmul *= 1.f / sqrtf((float)rot_q);
     }
-    for (int i = threadIdx.x; i < R * D; i += blockDim.x) sm.m.q[i / D][kvq_pad(i % D)] *= qmul;
     __syncthreads();
-    if (BITS == 4) {
-        for (int i = threadIdx.x; i < R * GK; i += blockDim.x) {
-            const int r = i / GK, g = i % GK;
-            float s = 0.f;
-#pragma unroll 8
-            for (int e = 0; e < 32; e++) s += sm.m.q[r][kvq_pad(g * 32 + e)];
-            sm.m.qs[r][g] = s;
-        }
-        __syncthreads();
-    }
 
     // phase 1: scores s[r][j] = q_r . k_j (q already scaled), K dequantised in registers
     {
@@ -454,32 +449,22 @@ __device__ __forceinline__ void kvq_attention_split(
             for (int i = 0; i < 8; i++) sm.o[warp][r][lane * 8 + i] = acc[r][i];
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < R * D; i += blockDim.x) {  // the warps' sum, in a fixed order
-        const int r = i / D, d = i % D;
-        float s = 0.f;
+    {  // a warp per row: the warps' partial outputs summed in a fixed order, V's rotation undone in registers
+        constexpr int E = D / 32;
+        for (int r = warp; r < nr; r += NW) {
+            float x[E];
 #pragma unroll
-        for (int w = 0; w < NW; w++) s += sm.o[w][r][d];
-        sm.o[0][r][d] = s;
-    }
-    __syncthreads();
-    float omul = 1.f;
-    if (rot_o > 1) {
-        for (int h = 1; h < rot_o; h <<= 1) {
-            for (int i = threadIdx.x; i < R * D / 2; i += blockDim.x) {
-                const int r = i / (D / 2), p = i % (D / 2);
-                const int a = (p / h) * 2 * h + p % h;
-                const float x = sm.o[0][r][a], y = sm.o[0][r][a + h];
-                sm.o[0][r][a] = x + y;
-                sm.o[0][r][a + h] = x - y;
+            for (int i = 0; i < E; i++) {
+                float s = 0.f;
+#pragma unroll
+                for (int w = 0; w < NW; w++) s += sm.o[w][r][lane * E + i];
+                x[i] = s;
             }
-            __syncthreads();
+            if (rot_o > 1) warp_fwht<E>(x, rot_o, lane);
+            const i64 o = out_index(row0 + r, grp, Hq, kvh);
+#pragma unroll
+            for (int i = 0; i < E; i++) part_o[(o * S + split) * D + lane * E + i] = x[i];
         }
-        omul = 1.f / sqrtf((float)rot_o);
-    }
-    for (int i = threadIdx.x; i < nr * D; i += blockDim.x) {
-        const int r = i / D, d = i % D;
-        const i64 o = out_index(row0 + r, grp, Hq, kvh);
-        part_o[(o * S + split) * D + d] = sm.o[0][r][d] * omul;
     }
 }
 
@@ -495,8 +480,19 @@ __device__ __forceinline__ void kvq_attention_split(
                                 rot_k, rot_v);                                                          \
     }
 
+// Blocks of the attention kernel that must fit an SM at once, by rows per block: the register cap. Uncapped,
+// the 8-row int4 kernel at head_dim 256 took 168 registers, 3 blocks of 128 threads per SM, so the 512 blocks
+// of a 27B-shaped (4 kv heads) decode step at 32K (128 splits) ran in two waves on 132 SMs; at 128 registers
+// (no spills, ptxas) 4 fit and they run in one. The 4-row kernels keep the 5 per SM they had at 96.
+#ifndef NINFER_KVQ_MIN_BLOCKS_R8
+#define NINFER_KVQ_MIN_BLOCKS_R8 4
+#endif
+#ifndef NINFER_KVQ_MIN_BLOCKS_R4
+#define NINFER_KVQ_MIN_BLOCKS_R4 5
+#endif
+
 #define NINFER_KVQ_ATTN(S, T, D, BITS, R)                                                               \
-    extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32)                                 \
+    extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32, NINFER_KVQ_MIN_BLOCKS_R##R)      \
         kvq_attention_##S##_d##D##_b##BITS##_r##R(                                                      \
             const T *q, const unsigned char *kd, const __half *ks, const __half *ko,                    \
             const unsigned char *vd, const __half *vs, const __half *vo, const int *bt,                 \
