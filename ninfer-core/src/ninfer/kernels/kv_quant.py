@@ -34,6 +34,14 @@ GROUP = 64  # KVQ_GROUP in kv_quant.cuh
 WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
 
 
+def quant_split_size(capacity: int) -> int:
+    """Keys per split of the quantised decode kernel: the bf16 path's, but at least 128 from 8K of capacity on
+    (H200, bench/RESULTS.md: at 8K, 128 keys beat the bf16 path's 64 at both shapes and widths; at 32K its 256
+    beat 128)."""
+    c = split_size(capacity)
+    return max(c, 128) if capacity >= 8192 else c
+
+
 def _pool_ok(p, bits: int | None = None) -> bool:
     if not isinstance(p, QuantKVPool) or not p.data.is_cuda or p.group != GROUP or p.bits not in (4, 8):
         return False
@@ -108,7 +116,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         bt = block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)
         bt = bt.contiguous()
         pos = (positions if positions.dtype == torch.int64 else positions.to(torch.int64)).contiguous()
-        C = SPLIT_KEYS if SPLIT_KEYS in (32, 64, 128, 256) else split_size(bt.shape[0] * bs)
+        C = SPLIT_KEYS if SPLIT_KEYS in (32, 64, 128, 256) else quant_split_size(bt.shape[0] * bs)
         S = (bt.shape[0] * bs + C - 1) // C
         if S > MAX_SPLITS:
             return kv_ops.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
