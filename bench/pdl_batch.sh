@@ -15,9 +15,9 @@ if has conf; then echo "== conformance: PDL on == off (eager, graph), argmax, si
 if has decode; then echo "== decode A/B, NINFER_PDL off/on"
   timeout ${DECODE_S:-170} python bench/decode.py --backend sm90 --shapes ${SHAPES:-qwen3.5-27b,llama3-8b} --ctx 512 \
     --pdl 0,1,0,1 --json $OUT/decode.json 2>&1 | grep -E "RESULT|FAILED|copy bandwidth|Error" | cut -c1-220; fi
-if has profile; then echo "== decode profile (27B shape, 8 layers, eager)"
-  timeout ${PROFILE_S:-45} python bench/decode_profile.py --shape qwen3.5-27b --layers 8 2>&1 \
+if has profile; then echo "== decode profile (27B shape, 8 layers, eager, NINFER_PDL=0: kernel times without early starts)"
+  NINFER_PDL=0 timeout ${PROFILE_S:-45} python bench/decode_profile.py --shape qwen3.5-27b --layers 8 2>&1 \
     | grep -v "^ninfer: compiling" | tee $OUT/profile.txt | head -30; fi
-if has suite; then echo "== conformance suite, sm90 (as far as time allows)"
-  timeout ${SUITE_S:-60} python -m pytest -q -p no:cacheprovider tests/gpu -k sm90 2>&1 > $OUT/suite.txt
+if has suite; then echo "== conformance suite, ${SUITE_K:-sm90} (as far as time allows)"
+  timeout ${SUITE_S:-60} python -m pytest -q -p no:cacheprovider tests/gpu -k "${SUITE_K:-sm90}" 2>&1 > $OUT/suite.txt
   echo "rc $?"; grep -E "passed|failed|FAILED|Error" $OUT/suite.txt | tail -8; tail -c 400 $OUT/suite.txt; fi

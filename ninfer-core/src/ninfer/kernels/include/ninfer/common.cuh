@@ -67,8 +67,19 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// The entry of a kernel that touches nothing before waiting: wait, then let the next kernel launch.
+// The entry of a kernel that touches nothing before waiting: let the next kernel launch, then wait. So a short
+// kernel between two GEMVs launches the second while the first still streams, and that one's blocks ask L2 for
+// their first weights during the first one's tail (see pdl_stream_enter). Waiting later in the chain is safe: a
+// kernel completes only after its own wait returned, so each wait also covers every earlier kernel.
 __device__ __forceinline__ void pdl_enter() {
+    pdl_trigger();
+    pdl_wait();
+}
+
+// The entry of a weight-streaming kernel, after its first weight requests: wait, then let the next kernel launch.
+// Triggering only once it streams bounds the chain of early launches to one GEMV ahead (its prefetched lines
+// stay in L2 until it reads them).
+__device__ __forceinline__ void pdl_stream_enter() {
     pdl_wait();
     pdl_trigger();
 }

@@ -109,7 +109,7 @@ __device__ __forceinline__ void gemv_silu(const T *__restrict__ W, const T *__re
             prefetch_l2(Wg + lane + 32 * j);
             prefetch_l2(Wu + lane + 32 * j);
         }
-    pdl_enter();
+    pdl_stream_enter();
     float ag = 0.f, au = 0.f;
     int v = lane;
     for (; v + 32 * (H2 - 1) < KV; v += 32 * H2) {

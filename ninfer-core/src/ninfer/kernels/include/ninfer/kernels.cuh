@@ -56,7 +56,7 @@
 #define NINFER_GEMV_MMA(NAME, T, MT, NTILE, U, SILU)                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_MMA_WARPS * 32)                                  \
         NAME(const T *W, const T *x, const T *b, T *y, float *part, int *ctr, int N, int K, int ntok, int ksg) { \
-        ninfer::pdl_enter();                                                                                 \
+        ninfer::pdl_stream_enter();                                                                              \
         ninfer::gemv_mma<T, MT, NTILE, U, NINFER_MMA_WARPS, SILU>(W, x, b, y, part, ctr, N, K, ntok, ksg);   \
     }
 
