@@ -14,7 +14,7 @@ if has conf; then echo "== conformance: PDL on == off (eager, graph), argmax, si
     -k "(sm90 or sm89) and (pdl or argmax or sigmoid or graph or logits)" 2>&1 | tee $OUT/conf.txt | tail -6; fi
 if has decode; then echo "== decode A/B, NINFER_PDL off/on"
   timeout ${DECODE_S:-170} python bench/decode.py --backend sm90 --shapes ${SHAPES:-qwen3.5-27b,llama3-8b} --ctx 512 \
-    --pdl 0,1,0,1 --json $OUT/decode.json 2>&1 | grep -E "RESULT|FAILED|copy bandwidth|Error" | cut -c1-220; fi
+    --pdl ${PDLS:-0,1,0,1} --new ${NEW:-128} --json $OUT/decode.json 2>&1 | grep -E "RESULT|FAILED|copy bandwidth|Error" | cut -c1-220; fi
 if has profile; then echo "== decode profile (27B shape, 8 layers, eager, NINFER_PDL=0: kernel times without early starts)"
   NINFER_PDL=0 timeout ${PROFILE_S:-45} python bench/decode_profile.py --shape qwen3.5-27b --layers 8 2>&1 \
     | grep -v "^ninfer: compiling" | tee $OUT/profile.txt | head -30; fi

@@ -72,8 +72,13 @@ __device__ __forceinline__ void pdl_trigger() {
 // their first weights during the first one's tail (see pdl_stream_enter). Waiting later in the chain is safe: a
 // kernel completes only after its own wait returned, so each wait also covers every earlier kernel.
 __device__ __forceinline__ void pdl_enter() {
+#ifdef NINFER_PDL_WAIT_FIRST  // measurements only (bench/decode.py --pdl wait): wait, then trigger, everywhere
+    pdl_wait();
+    pdl_trigger();
+#else
     pdl_trigger();
     pdl_wait();
+#endif
 }
 
 // The entry of a weight-streaming kernel, after its first weight requests: wait, then let the next kernel launch.
