@@ -125,9 +125,9 @@ def main():
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--gemv", default=None, help="A/B in one process on the same weights: a comma list of "
                     "ninfer.kernels.gemv.MODE values run in turn per shape, e.g. simt,mma,simt,mma")
-    ap.add_argument("--pdl", default=None, help="A/B in one process on the same weights: a comma list of 0/1/wait "
-                    "(programmatic dependent launch off/on, ninfer.kernels.launch.PDL; wait: on, with the kernels "
-                    "compiled with NINFER_PDL_WAIT_FIRST, each waiting before it lets the next launch) run in turn")
+    ap.add_argument("--pdl", default=None, help="A/B in one process on the same weights: a comma list of 0/1/early "
+                    "(programmatic dependent launch off/on, ninfer.kernels.launch.PDL; early: on, with the kernels "
+                    "compiled with NINFER_PDL_EARLY_TRIGGER, short ones letting the next launch before they wait)")
     a = ap.parse_args()
     bw = copy_bandwidth()
     flops = matmul_rate()
@@ -142,7 +142,7 @@ def main():
 
     def set_pdl(p: str):
         launch.PDL = p != "0"
-        opts = base_options + (("-DNINFER_PDL_WAIT_FIRST",) if p == "wait" else ())
+        opts = base_options + (("-DNINFER_PDL_EARLY_TRIGGER",) if p == "early" else ())
         if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
             lib.options = opts
             lib._modules.clear()
@@ -161,7 +161,7 @@ def main():
                 rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights))
                 r = rows[-1]
                 r["gemv"], r["pdl"] = mode, pdl
-                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:4s}: decode "
+                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s}: decode "
                       f"{r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
                       f"prefill {r['prefill_tok_s']:8.0f} tok/s ({r['prefill_flop_fraction']:.2f} of bf16 matmul)",

@@ -67,23 +67,24 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// The entry of a kernel that touches nothing before waiting: let the next kernel launch, then wait. So a short
-// kernel between two GEMVs launches the second while the first still streams, and that one's blocks ask L2 for
-// their first weights during the first one's tail (see pdl_stream_enter). Waiting later in the chain is safe: a
+// The entry of a kernel that touches nothing before waiting: wait, then let the next kernel launch. The next
+// kernel's blocks are then resident and waiting when this one completes (a GEMV's blocks ask L2 for their
+// first weights meanwhile). NINFER_PDL_EARLY_TRIGGER (measurements only: bench/decode.py --pdl early) triggers
+// first, so a short kernel between two GEMVs launches the second during the first one's tail: measured on the
+// H200 no faster (bench/RESULTS.md, 2026-12-02, PDL section). Waiting later in a chain is safe either way: a
 // kernel completes only after its own wait returned, so each wait also covers every earlier kernel.
 __device__ __forceinline__ void pdl_enter() {
-#ifdef NINFER_PDL_WAIT_FIRST  // measurements only (bench/decode.py --pdl wait): wait, then trigger, everywhere
-    pdl_wait();
+#ifdef NINFER_PDL_EARLY_TRIGGER
     pdl_trigger();
+    pdl_wait();
 #else
-    pdl_trigger();
     pdl_wait();
+    pdl_trigger();
 #endif
 }
 
-// The entry of a weight-streaming kernel, after its first weight requests: wait, then let the next kernel launch.
-// Triggering only once it streams bounds the chain of early launches to one GEMV ahead (its prefetched lines
-// stay in L2 until it reads them).
+// The entry of a weight-streaming kernel, after its first weight requests: wait, then let the next kernel launch
+// (whatever NINFER_PDL_EARLY_TRIGGER says: one GEMV ahead at most, whose prefetched lines stay in L2).
 __device__ __forceinline__ void pdl_stream_enter() {
     pdl_wait();
     pdl_trigger();
