@@ -7,6 +7,7 @@ KV cache up to the context, the Gated DeltaNet states read and written) over the
 bandwidth, and prefill tok/s.
 
     python bench/decode.py --backend sm90 --shapes qwen3-8b,llama3-8b,qwen3.5-27b --ctx 512,8192
+    python bench/decode.py --shapes qwen3.5-27b --ctx 512 --pdl 0,1,0,1   # PDL off/on A/B on the same weights
 """
 
 from __future__ import annotations
@@ -124,31 +125,49 @@ def main():
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--gemv", default=None, help="A/B in one process on the same weights: a comma list of "
                     "ninfer.kernels.gemv.MODE values run in turn per shape, e.g. simt,mma,simt,mma")
+    ap.add_argument("--pdl", default=None, help="A/B in one process on the same weights: a comma list of 0/1/early "
+                    "(programmatic dependent launch off/on, ninfer.kernels.launch.PDL; early: on, with the kernels "
+                    "compiled with NINFER_PDL_EARLY_TRIGGER, short ones letting the next launch before they wait)")
     a = ap.parse_args()
     bw = copy_bandwidth()
     flops = matmul_rate()
     print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s  bf16 matmul {flops / 1e12:.0f} "
           f"TFLOP/s  torch {torch.__version__}", flush=True)
     rows = []
-    from ninfer.kernels import gemv
+    from ninfer.backends import installed_backends
+    from ninfer.kernels import gemv, launch
+
+    lib = installed_backends()[a.backend].kernels
+    base_options = lib.options
+
+    def set_pdl(p: str):
+        launch.PDL = p != "0"
+        opts = base_options + (("-DNINFER_PDL_EARLY_TRIGGER",) if p == "early" else ())
+        if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
+            lib.options = opts
+            lib._modules.clear()
 
     for shape in a.shapes.split(","):
         weights = None
-        if a.gemv:  # one set of random weights for every mode
+        if a.gemv or a.pdl:  # one set of random weights for every mode
             runner, weights = rm.build(shape, a.backend, "cuda", torch.bfloat16, 64, layers=a.layers)
             del runner
-        for ctx, mode in ((int(c), m) for c in a.ctx.split(",") for m in (a.gemv or gemv.MODE).split(",")):
+        pdls = [p.strip() for p in a.pdl.split(",")] if a.pdl else ["1" if launch.PDL else "0"]
+        for ctx, mode, pdl in ((int(c), m, p) for c in a.ctx.split(",") for m in (a.gemv or gemv.MODE).split(",")
+                               for p in pdls):
             try:
                 gemv.MODE = mode
+                set_pdl(pdl)
                 rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights))
                 r = rows[-1]
-                r["gemv"] = mode
-                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode}: decode {r['decode_tok_s']:7.1f} tok/s "
+                r["gemv"], r["pdl"] = mode, pdl
+                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s}: decode "
+                      f"{r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
                       f"prefill {r['prefill_tok_s']:8.0f} tok/s ({r['prefill_flop_fraction']:.2f} of bf16 matmul)",
                       flush=True)
             except Exception as e:  # one shape failing must not hide the others
-                print(f"FAILED {shape} ctx={ctx} gemv={mode}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                print(f"FAILED {shape} ctx={ctx} gemv={mode} pdl={pdl}: {type(e).__name__}: {str(e)[:400]}", flush=True)
                 torch.cuda.empty_cache()
         del weights
         torch.cuda.empty_cache()

@@ -46,7 +46,7 @@ def variant_library():
                 kn = f"{name}_{'silu_' if silu else ''}bf16_n{8 * nt}"
                 src += (f'extern "C" __global__ void __launch_bounds__({w * 32}) {kn}(const __nv_bfloat16 *W, '
                         "const __nv_bfloat16 *x, const __nv_bfloat16 *b, __nv_bfloat16 *y, float *part, int *ctr, "
-                        "int N, int K, int ntok, int ksg) { ninfer::gemv_mma<__nv_bfloat16, "
+                        "int N, int K, int ntok, int ksg) { ninfer::pdl_enter(); ninfer::gemv_mma<__nv_bfloat16, "
                         f"{m}, {nt}, {u}, {w}, {'true' if silu else 'false'}>(W, x, b, y, part, ctr, N, K, ntok, ksg); }}\n")
     d = Path(tempfile.mkdtemp())
     (d / "kernels.cu").write_text(src)

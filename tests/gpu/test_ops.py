@@ -164,10 +164,89 @@ def test_write_kv(backend, T, Hk, D):
         assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
 
 
-@pytest.mark.parametrize("T,V", [(1, 151936), (4, 248320), (16, 128256)])
+@pytest.mark.parametrize("T,V", [(1, 151936), (4, 248320), (16, 128256), (1, 248320), (2, 8192), (3, 8193),
+                                 (1, 2048 * 1024 + 5)])  # one block per row up to 8192, then the two passes
 def test_argmax(backend, T, V):
     for dtype in [torch.float32, *backend_dtypes(backend)]:
         ops = opset(backend, backend_dtypes(backend)[0])
         logits = randn(T, V, dtype=dtype, scale=3.0)
         poison_allocator()
         assert torch.equal(ops.argmax(logits), torch.argmax(logits, dim=-1))
+
+
+@pytest.mark.parametrize("V", [8000, 248320])
+def test_argmax_ties_pick_the_first(backend, V):
+    """Equal maxima within one block's chunk, in different chunks, at the row's ends: the lowest index wins (as
+    torch.argmax); a row of -inf gives 0."""
+    for dtype in [torch.float32, *backend_dtypes(backend)]:
+        ops = opset(backend, backend_dtypes(backend)[0])
+        logits = randn(5, V, dtype=dtype)
+        logits[0, [V - 1, 7, 300, V // 2]] = 100.0
+        logits[1, [V // 2 + 1, V // 2, V - 1]] = 100.0
+        logits[2, [0, V - 1]] = 100.0
+        logits[3, [V - 1]] = 100.0
+        logits[4] = float("-inf")
+        poison_allocator()
+        got = ops.argmax(logits)
+        assert got.tolist() == [7, V // 2, 0, V - 1, 0]
+        assert torch.equal(got, torch.argmax(logits, dim=-1))
+
+
+@pytest.mark.parametrize("T,H,D", [(1, 24, 256), (16, 24, 256), (37, 32, 128), (3, 16, 64)])
+def test_sigmoid_mul(backend, T, H, D):
+    """The attention output gate, its gate a strided view into a q projection's output as the layer passes it."""
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x = randn(T, H, D, dtype=dtype)
+        qkv = randn(T, H * 2 * D + 2 * 4 * D, dtype=dtype, scale=3.0)
+        gate = qkv[:, : H * 2 * D].view(T, H, 2 * D)[..., D:]  # [T, H, D] at strides (row, 2D, 1)
+        poison_allocator()
+        y = ops.sigmoid_mul(x, gate)
+        assert y.shape == (T, H, D) and y.dtype == dtype
+        assert rel_l2(y, ref.sigmoid_mul(x.float(), gate.float())) < TOL
+
+
+def _chain(ops, x, Ws, w, gate):
+    """Launch after launch, each reading what the one before wrote and writing into memory the allocator just
+    freed (a kernel overlapping its predecessor would read stale data or overwrite what is still being read)."""
+    for W in Ws:
+        x = ops.rms_norm(ops.linear(x, W), w, 1e-6)
+        x = ops.sigmoid_mul(x.view(1, -1, 128), gate).view(1, -1)
+        x = ops.linear_silu_mul(x, torch.cat([W, W]))
+    return x, ops.argmax(torch.cat([x.float()] * 3, dim=-1))  # 12288 wide: the two-pass argmax
+
+
+def test_pdl_changes_no_bit(backend, monkeypatch):
+    """PDL (sm_90+: each kernel's blocks start while its predecessor runs and wait for it on the GPU) gives the
+    bits of plain launches, eager and replayed from a CUDA graph; on a Hopper GPU the kernels do launch with it."""
+    from ninfer.backends import installed_backends
+    from ninfer.kernels import launch
+
+    dtype = backend_dtypes(backend)[0]
+    ops = opset(backend, dtype)
+    lib = installed_backends()[backend].kernels
+    major = torch.cuda.get_device_capability()[0]
+    assert lib.module(torch.device("cuda"))[f"rms_norm_{'bf16' if dtype == torch.bfloat16 else 'f16'}"].pdl == \
+        (major >= 9)
+    K = 4096
+    Ws = [randn(K, K, dtype=dtype, scale=K ** -0.5) for _ in range(6)]
+    w, gate = randn(K, dtype=dtype), randn(1, K // 128, 128, dtype=dtype)
+    x0 = randn(1, K, dtype=dtype)
+    out = {}
+    for pdl in (False, True):
+        monkeypatch.setattr(launch, "PDL", pdl)
+        poison_allocator()
+        eager = _chain(ops, x0, Ws, w, gate)
+        static_x = x0.clone()
+        _chain(ops, static_x, Ws, w, gate)  # warm-up outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            graphed = _chain(ops, static_x, Ws, w, gate)
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        out[pdl] = (eager, (graphed[0].clone(), graphed[1].clone()))
+    for i in range(2):
+        for j in range(2):
+            assert torch.equal(out[False][i][j], out[True][i][j])
+    assert torch.equal(out[True][0][0], out[True][1][0])  # graph replay == eager

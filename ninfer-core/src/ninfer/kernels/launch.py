@@ -3,11 +3,19 @@
 Arguments are passed as tensor ``data_ptr()``s and plain numbers, on
 ``torch.cuda.current_stream().cuda_stream``, so a launch inside ``torch.cuda.graph`` is captured
 like any PyTorch kernel. No launch synchronises with the host.
+
+Programmatic dependent launch (PDL): a module whose kernels all call ``griddepcontrol.wait`` before their first
+read of earlier kernels' data and before their first global write (ninfer's own, ``include/ninfer``: see
+``pdl_wait`` in common.cuh) and that was compiled for sm_90 or newer (below, the instruction is compiled out)
+launches them with the programmatic-stream-serialization attribute: each kernel's blocks are scheduled while the
+previous kernel still runs and wait for it on the GPU, which removes most of the gap between two launches, also
+in a captured CUDA graph. ``NINFER_PDL=0`` launches every kernel plainly (A/B measurements).
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 import torch
@@ -15,6 +23,17 @@ import torch
 from ..errors import NinferError
 
 _lock = threading.Lock()
+PDL = os.environ.get("NINFER_PDL", "1").strip() != "0"  # read at import; benchmarks may assign it
+PDL_MIN_ARCH = 90  # griddepcontrol exists from sm_90 on
+
+
+def pdl_capable(arch: str | None) -> bool:
+    """Whether a module compiled for ``arch`` ('sm_90') has its griddepcontrol instructions compiled in."""
+    if not arch:
+        return False
+    from .nvrtc import parse_arch
+
+    return parse_arch(arch) >= PDL_MIN_ARCH
 
 
 def _driver():
@@ -45,11 +64,16 @@ def _ensure_context(device_index: int):
 
 
 class Module:
-    """One loaded cubin on one device; ``module[name]`` gives a launchable :class:`Kernel`."""
+    """One loaded cubin on one device; ``module[name]`` gives a launchable :class:`Kernel`.
 
-    def __init__(self, cubin: bytes, device_index: int, label: str = ""):
+    ``pdl_arch``: the arch the cubin was compiled for, given only when every kernel in it is PDL-aware (waits with
+    ``griddepcontrol.wait`` before touching anything but constants); its kernels then launch with PDL from
+    sm_90 on. Left out, every launch is a plain one."""
+
+    def __init__(self, cubin: bytes, device_index: int, label: str = "", pdl_arch: str | None = None):
         self.device_index = device_index
         self.label = label
+        self.pdl = pdl_capable(pdl_arch)
         with _lock:
             _ensure_context(device_index)
             self._mod = _ok(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
@@ -62,16 +86,17 @@ class Module:
             if int(fn[0]) != 0:
                 raise NinferError(f"kernel {name!r} is not in {self.label or 'this module'}; "
                                   "rebuild the backend's kernels (`ninfer kernels build`).")
-            k = self._kernels[name] = Kernel(fn[1], name)
+            k = self._kernels[name] = Kernel(fn[1], name, pdl=self.pdl)
         return k
 
 
 class Kernel:
     """A launchable kernel. Call with grid, block, args; tensors pass as pointers, ints as int32."""
 
-    def __init__(self, fn, name: str):
+    def __init__(self, fn, name: str, pdl: bool = False):
         self.fn = fn
         self.name = name
+        self.pdl = pdl  # PDL-aware and compiled for sm_90+: launched with PDL unless NINFER_PDL=0
         self._smem_set = 0
 
     def set_max_dynamic_smem(self, nbytes: int):
@@ -103,7 +128,33 @@ class Kernel:
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         bx, by, bz = (tuple(block) + (1, 1))[:3]
         s = stream if stream is not None else torch.cuda.current_stream().cuda_stream
-        err = _driver().cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, smem, s, ctypes.addressof(ptrs), 0)[0]
+        if self.pdl and PDL:
+            err = _driver().cuLaunchKernelEx(_pdl_config(gx, gy, gz, bx, by, bz, smem, s), self.fn,
+                                             ctypes.addressof(ptrs), 0)[0]
+        else:
+            err = _driver().cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, smem, s, ctypes.addressof(ptrs), 0)[0]
         if int(err) != 0:
             raise NinferError(f"launching kernel {self.name} failed ({err.name}); "
                               "check the GPU state and the launch shape.")
+
+
+_pdl_attr = None
+
+
+def _pdl_config(gx, gy, gz, bx, by, bz, smem, stream):
+    """The launch config of a PDL launch: the shape, the stream and programmatic stream serialization."""
+    global _pdl_attr
+    drv = _driver()
+    if _pdl_attr is None:
+        a = drv.CUlaunchAttribute()
+        a.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        a.value.programmaticStreamSerializationAllowed = 1
+        _pdl_attr = a
+    c = drv.CUlaunchConfig()
+    c.gridDimX, c.gridDimY, c.gridDimZ = gx, gy, gz
+    c.blockDimX, c.blockDimY, c.blockDimZ = bx, by, bz
+    c.sharedMemBytes = smem
+    c.hStream = stream
+    c.attrs = [_pdl_attr]
+    c.numAttrs = 1
+    return c

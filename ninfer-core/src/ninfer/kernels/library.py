@@ -34,7 +34,8 @@ def _family_names(suffix: str) -> list[str]:
     names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
     names += [n.format(s=suffix) for n in GEMV_MMA_KERNELS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
-                                          "write_kv", "argmax", "attention_combine", "gdn_gates")]
+                                          "write_kv", "argmax", "argmax_part", "attention_combine", "gdn_gates",
+                                          "sigmoid_mul")]
     names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "_combine")]
     names += [f"{op}_{suffix}" for op in FUSED_KERNELS]
     names += [n.format(s=suffix) for n in KVQ_KERNELS]
@@ -49,6 +50,9 @@ class KernelLibrary:
     dtypes: tuple[torch.dtype, ...]
     arches: tuple[str, ...]  # archs it claims, e.g. ("sm_90",)
     options: tuple[str, ...] = ()
+    # every entry point calls ninfer::pdl_wait/pdl_enter before touching anything but constants (the kernels of
+    # include/ninfer all do; a test checks it in the PTX): launched with PDL on sm_90+ (ninfer.kernels.launch)
+    pdl_aware: bool = True
     _modules: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -61,7 +65,7 @@ class KernelLibrary:
         return int(m.group(1)) if m else default
 
     def kernel_names(self) -> list[str]:
-        names = ["argmax_f32", *(n.format(s="f32") for n in GDN_KERNELS)]
+        names = ["argmax_f32", "argmax_part_f32", "argmax_reduce", *(n.format(s="f32") for n in GDN_KERNELS)]
         for dt in self.dtypes:
             names += _family_names(DTYPE_SUFFIX[dt])
         return names
@@ -88,6 +92,8 @@ class KernelLibrary:
                 mod = self._modules.get(idx)
                 if mod is None:
                     major, minor = torch.cuda.get_device_capability(idx)
-                    cubin, _ = self.compile(f"sm_{major}{minor}")
-                    mod = self._modules[idx] = Module(cubin, idx, label=f"ninfer-{self.name}")
+                    arch = f"sm_{major}{minor}"
+                    cubin, _ = self.compile(arch)
+                    mod = self._modules[idx] = Module(cubin, idx, label=f"ninfer-{self.name}",
+                                                      pdl_arch=arch if self.pdl_aware else None)
         return mod

@@ -133,7 +133,18 @@ def compile_cubin(source: str, name: str, arch: str, options: tuple[str, ...] = 
     return cubin, False
 
 
-def _compile(source: str, name: str, arch: str, options: tuple[str, ...], incs: tuple[str, ...]) -> bytes:
+def compile_ptx(source: str, name: str, arch: str, options: tuple[str, ...] = (),
+                include_dirs: tuple[str, ...] = ()) -> str:
+    """The PTX of ``source`` for ``arch`` ('sm_90' compiles for compute_90), uncached: to inspect what a kernel
+    was compiled to (tests read the instructions each entry point holds)."""
+    parse_arch(arch)
+    ptx = _compile(source, name, arch.replace("sm_", "compute_"), options, (str(CORE_INCLUDE), *include_dirs),
+                   ptx=True)
+    return ptx.decode(errors="replace").rstrip("\x00")
+
+
+def _compile(source: str, name: str, arch: str, options: tuple[str, ...], incs: tuple[str, ...],
+             ptx: bool = False) -> bytes:
     nvrtc = _nvrtc()
     prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "create")
     try:
@@ -143,6 +154,11 @@ def _compile(source: str, name: str, arch: str, options: tuple[str, ...], incs: 
         if int(res[0]) != 0:
             raise NinferError(f"NVRTC could not compile {name} for {arch}; fix the kernel source:\n"
                               + _program_log(prog))
+        if ptx:
+            size = _check(nvrtc.nvrtcGetPTXSize(prog), "PTX size")
+            buf = b" " * size
+            _check(nvrtc.nvrtcGetPTX(prog, buf), "PTX")
+            return buf
         size = _check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
         buf = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, buf), "cubin")

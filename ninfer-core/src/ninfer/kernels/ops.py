@@ -22,6 +22,9 @@ from .gdn_gates import make_gdn_gates
 from .library import DTYPE_SUFFIX, GEMV_WIDTHS, KernelLibrary
 
 GEMV_MAX_TOKENS = GEMV_WIDTHS[-1]  # above this, cuBLAS (prefill)
+ARGMAX_ONE_BLOCK = 8192  # rows up to this long: one block each; longer: blocks of ARGMAX_CHUNK values, then a merge
+ARGMAX_CHUNK = 2048
+ARGMAX_MAX_BLOCKS = 1024
 
 
 def _aligned(*ts: torch.Tensor) -> bool:
@@ -162,14 +165,40 @@ def make_ops(lib: KernelLibrary) -> dict:
             return ref.argmax(logits)
         logits = logits.contiguous()
         T, V = logits.shape
-        name = "argmax_f32" if logits.dtype == torch.float32 else f"argmax_{DTYPE_SUFFIX[logits.dtype]}"
+        s = "f32" if logits.dtype == torch.float32 else DTYPE_SUFFIX[logits.dtype]
         out = torch.empty(T, dtype=torch.int64, device=logits.device)
-        lib.module(logits.device)[name]((T,), (1024,), logits, out, V)
+        mod = lib.module(logits.device)
+        if V <= ARGMAX_ONE_BLOCK:  # one block per row
+            mod[f"argmax_{s}"]((T,), (1024,), logits, out, V)
+            return out
+        # a vocabulary row over many blocks (one block streamed a 248K row in ~49 us on the H200), then one
+        # warp per row picks among their winners: the first index of the maximum, as torch.argmax
+        nb = min(ARGMAX_MAX_BLOCKS, (V + ARGMAX_CHUNK - 1) // ARGMAX_CHUNK)
+        chunk = (V + nb - 1) // nb
+        pv = torch.empty(T, nb, dtype=torch.float32, device=logits.device)  # [T, nb] each block's maximum
+        pi = torch.empty(T, nb, dtype=torch.int32, device=logits.device)  # [T, nb] and its first index
+        mod[f"argmax_part_{s}"]((nb, T), (256,), logits, pv, pi, V, chunk)
+        mod["argmax_reduce"]((T,), (32,), pv, pi, out, nb)
         return out
+
+    def sigmoid_mul(x, gate):
+        s = suffix(x)
+        if (s is None or x.dim() != 3 or gate.shape != x.shape or gate.dtype != x.dtype or x.numel() == 0):
+            return ref.sigmoid_mul(x, gate)
+        T, H, D = x.shape
+        x = x.contiguous()
+        if (D % 8 or gate.stride(2) != 1 or gate.stride(0) % 8 or gate.stride(1) % 8
+                or not _aligned(x, gate)):
+            return ref.sigmoid_mul(x, gate)
+        y = torch.empty(T, H, D, dtype=x.dtype, device=x.device)  # [T, H, D]
+        n = T * H * (D // 8)
+        lib.module(x.device)[f"sigmoid_mul_{s}"](((n + 255) // 256,), (256,), x, gate, y, T, H, D,
+                                                 gate.stride(0), gate.stride(1))
+        return y
 
     linear.mma = mma  # the fused gate_up + SwiGLU GEMV launches the same kernel family
     base = {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
-            "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax,
+            "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax, "sigmoid_mul": sigmoid_mul,
             "paged_attention": make_paged_attention(lib), "gdn_gates": make_gdn_gates(lib), **make_gdn_ops(lib)}
     return {**base, **make_fused_ops(lib, base)}
 

@@ -16,7 +16,7 @@ from .kv_quant import kv_quant_impls
 from .ops import op_impls
 
 # ops every backend serves with its kernels (anything else falls back to the reference)
-KERNEL_OPS = {"rms_norm", "rms_norm_gated", "rope", "silu_mul", "write_kv", "argmax",
+KERNEL_OPS = {"rms_norm", "rms_norm_gated", "rope", "silu_mul", "write_kv", "argmax", "sigmoid_mul",
               "causal_conv1d_update", "causal_conv1d_prefill", "gdn_recurrent", "gdn_recurrent_states",
               "gdn_chunked", "gdn_gates"}
 

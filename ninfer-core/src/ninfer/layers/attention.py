@@ -43,9 +43,8 @@ class Attention:
         q_out = self.hq * self.d * (2 if self.gated else 1)
         q, k, v = qkv.split([q_out, self.hk * self.d, self.hk * self.d], dim=-1)
         gate = None
-        if self.gated:  # per head: [query(d) | gate(d)]
+        if self.gated:  # per head: [query(d) | gate(d)]; gate stays a [T, hq, d] view
             q, gate = q.view(T, self.hq, 2 * self.d).chunk(2, dim=-1)
-            gate = gate.reshape(T, self.hq * self.d)
         q = q.reshape(T, self.hq, self.d)
         k = k.reshape(T, self.hk, self.d)
         v = v.reshape(T, self.hk, self.d)
@@ -60,7 +59,6 @@ class Attention:
             q, k = self.ops.rope(q, k, ctx.positions, ctx.cos_sin)
             self.ops.write_kv(k, v, k_cache, v_cache, ctx.slots)
         o = self.ops.paged_attention(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale)
-        o = o.reshape(T, self.hq * self.d)
         if gate is not None:
-            o = o * torch.sigmoid(gate)
-        return self.o(o)
+            o = self.ops.sigmoid_mul(o, gate)  # [T, hq, d]
+        return self.o(o.reshape(T, self.hq * self.d))

@@ -28,8 +28,19 @@ class DecoderBlock:
         self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size)
 
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
-        normed, h = self.post_norm.add_and_norm(self.mixer(self.input_norm(x), ctx), x)  # h = x + mixer out
-        return h + self.mlp(normed)
+        h, mlp_out = self.deferred(x, None, ctx)
+        return h + mlp_out
+
+    def deferred(self, x: torch.Tensor, pending: torch.Tensor | None, ctx) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block with its last residual add left to the caller: (h, mlp_out), the block's output being
+        h + mlp_out. ``pending``: the previous block's mlp_out, not yet added to x; this block's input norm adds
+        it (add_rms_norm: one kernel instead of an add and a norm)."""
+        if pending is None:
+            a = self.input_norm(x)
+        else:
+            a, x = self.input_norm.add_and_norm(pending, x)
+        normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x)  # h = x + mixer out
+        return h, self.mlp(normed)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         src = {"input_norm.weight": [f"{prefix}.input_layernorm.weight"],
@@ -53,10 +64,18 @@ class CausalLM:
     def forward(self, ids: torch.Tensor, ctx) -> torch.Tensor:
         """ids: [T] int64 -> final hidden states [T, H] (after the final norm)."""
         x = self.ops.embedding(ids, self.embed_tokens)
+        pending = None  # the last block's MLP output, added to x by the next norm (fused)
         for layer in self.layers:
-            x = layer(x, ctx)
-        ctx.hidden_pre_norm = x
-        return self.norm(x)
+            if isinstance(layer, DecoderBlock):
+                x, pending = layer.deferred(x, pending, ctx)
+            else:  # a wrapped block (engine.speculative.LayerTaps) takes and returns the whole residual stream
+                x = layer(x if pending is None else x + pending, ctx)
+                pending = None
+        if pending is None:
+            ctx.hidden_pre_norm = x
+            return self.norm(x)
+        normed, ctx.hidden_pre_norm = self.norm.add_and_norm(pending, x)
+        return normed
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden: [T, H] -> float32 logits [T, V]."""

@@ -145,6 +145,12 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     return o.reshape(T, Hq, D).to(q.dtype)
 
 
+def sigmoid_mul(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """The attention output gate (Qwen3.5): x * sigmoid(gate) in x's dtype; x, gate: [T, H, D] (gate may be a
+    strided view into the q projection's output)."""
+    return x * torch.sigmoid(gate)
+
+
 def argmax(logits: torch.Tensor) -> torch.Tensor:
     """logits: [T, V] -> [T] int64, the greedy token of each row."""
     return logits.argmax(dim=-1)
@@ -163,4 +169,5 @@ OPS = {
     "linear_silu_mul": linear_silu_mul,
     "paged_attention": paged_attention,
     "argmax": argmax,
+    "sigmoid_mul": sigmoid_mul,
 }

@@ -48,6 +48,55 @@ __device__ __forceinline__ uint4 load_stream(const uint4 *p) {
 #endif
 }
 
+// Programmatic dependent launch (sm_90+). The launcher (ninfer.kernels.launch) gives ninfer's kernels the
+// programmatic-stream-serialization attribute when their module was compiled for sm_90 or newer, so a kernel may
+// start while the one before it in the stream still runs. pdl_wait() blocks until that kernel has completed and
+// its writes are visible: every kernel calls it before it reads anything an earlier kernel wrote and before its
+// first global write (the earlier kernel may still read what it would overwrite). Only constant data (weights)
+// may be touched before it. pdl_trigger() lets the next kernel launch now (its blocks then sit in their own
+// pdl_wait). Both are no-ops below sm_90 and in a launch without the attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// The entry of a kernel that touches nothing before waiting: wait, then let the next kernel launch. The next
+// kernel's blocks are then resident and waiting when this one completes (a GEMV's blocks ask L2 for their
+// first weights meanwhile). NINFER_PDL_EARLY_TRIGGER (measurements only: bench/decode.py --pdl early) triggers
+// first, so a short kernel between two GEMVs launches the second during the first one's tail: measured on the
+// H200 no faster (bench/RESULTS.md, 2026-12-02, PDL section). Waiting later in a chain is safe either way: a
+// kernel completes only after its own wait returned, so each wait also covers every earlier kernel.
+__device__ __forceinline__ void pdl_enter() {
+#ifdef NINFER_PDL_EARLY_TRIGGER
+    pdl_trigger();
+    pdl_wait();
+#else
+    pdl_wait();
+    pdl_trigger();
+#endif
+}
+
+// The entry of a weight-streaming kernel, after its first weight requests: wait, then let the next kernel launch
+// (whatever NINFER_PDL_EARLY_TRIGGER says: one GEMV ahead at most, whose prefetched lines stay in L2).
+__device__ __forceinline__ void pdl_stream_enter() {
+    pdl_wait();
+    pdl_trigger();
+}
+
+// Ask L2 for a weight line ahead of pdl_wait (sm_90+, where a launch may overlap the previous kernel).
+__device__ __forceinline__ void prefetch_l2(const void *p) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

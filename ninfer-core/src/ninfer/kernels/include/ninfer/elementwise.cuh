@@ -72,4 +72,76 @@ __device__ __forceinline__ void argmax(const T *__restrict__ logits, i64 *__rest
     }
 }
 
+// The (value, index) of two candidates that wins: the larger value, the lower index on a tie.
+__device__ __forceinline__ void argmax_pick(float &best, int &bi, float ov, int oi) {
+    if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
+}
+
+// Multi-block argmax, pass 1: block (c, t) finds the first maximum of chunk c = [c * chunk, (c + 1) * chunk)
+// of row t of logits [T, V] and writes it to pv / pi [T, gridDim.x] (-inf and INT_MAX for an empty chunk).
+template <typename T>
+__device__ __forceinline__ void argmax_part(const T *__restrict__ logits, float *__restrict__ pv,
+                                            int *__restrict__ pi, int V, int chunk) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const T *row = logits + (i64)blockIdx.y * V;
+    const int i0 = blockIdx.x * chunk, i1 = min(V, i0 + chunk);
+    float best = neg_inf();
+    int bi = 0x7fffffff;
+    for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+        const float f = to_f(row[i]);
+        if (f > best) { best = f; bi = i; }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        argmax_pick(best, bi, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, bi, o));
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+    if (lane == 0) { sv[w] = best; si[w] = bi; }
+    __syncthreads();
+    if (w == 0) {
+        best = lane < nw ? sv[lane] : neg_inf();
+        bi = lane < nw ? si[lane] : 0x7fffffff;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            argmax_pick(best, bi, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, bi, o));
+        if (lane == 0) {
+            pv[(i64)blockIdx.y * gridDim.x + blockIdx.x] = best;
+            pi[(i64)blockIdx.y * gridDim.x + blockIdx.x] = bi;
+        }
+    }
+}
+
+// Pass 2: one warp per row t reduces its nb partials (any order gives the same winner: larger value, then
+// lower index) -> out[t] int64, 0 for a row with no value above -inf (as torch.argmax of an all -inf row).
+__device__ __forceinline__ void argmax_reduce(const float *__restrict__ pv, const int *__restrict__ pi,
+                                              i64 *__restrict__ out, int nb) {
+    const int t = blockIdx.x, lane = threadIdx.x;
+    float best = neg_inf();
+    int bi = 0x7fffffff;
+    for (int j = lane; j < nb; j += 32) argmax_pick(best, bi, pv[(i64)t * nb + j], pi[(i64)t * nb + j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        argmax_pick(best, bi, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, bi, o));
+    if (lane == 0) out[t] = bi == 0x7fffffff ? 0 : bi;
+}
+
+// The attention output gate (Qwen3.5): y = x * sigmoid(gate), x: [T, H, D] contiguous, gate [T, H, D] at token
+// stride gts and head stride ghs (a view into the q projection's output); one thread per 8 values. Needs
+// D % 8 == 0 and both strides multiples of 8.
+template <typename T>
+__device__ __forceinline__ void sigmoid_mul(const T *__restrict__ x, const T *__restrict__ gate, T *__restrict__ y,
+                                            int ntok, int H, int D, int gts, int ghs) {
+    const int DV = D / 8;
+    const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (i64)ntok * H * DV) return;
+    const i64 t = idx / ((i64)H * DV);
+    const int h = (int)(idx / DV % H), j = (int)(idx % DV);
+    float f[8], g[8];
+    unpack8<T>(reinterpret_cast<const uint4 *>(x)[idx], f);
+    unpack8<T>(reinterpret_cast<const uint4 *>(gate + t * gts + (i64)h * ghs)[j], g);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = f[i] / (1.f + expf(-g[i]));
+    reinterpret_cast<uint4 *>(y)[idx] = pack8<T>(f);
+}
+
 }  // namespace ninfer

@@ -103,6 +103,13 @@ __device__ __forceinline__ void gemv_silu(const T *__restrict__ W, const T *__re
     const uint4 *Wg = reinterpret_cast<const uint4 *>(W + (i64)n * K);
     const uint4 *Wu = reinterpret_cast<const uint4 *>(W + (i64)(n + I) * K);
     const uint4 *xr = reinterpret_cast<const uint4 *>(x);
+#pragma unroll
+    for (int j = 0; j < H2; j++)  // the weights' first loads, while the previous kernel finishes
+        if (lane + 32 * j < KV) {
+            prefetch_l2(Wg + lane + 32 * j);
+            prefetch_l2(Wu + lane + 32 * j);
+        }
+    pdl_stream_enter();
     float ag = 0.f, au = 0.f;
     int v = lane;
     for (; v + 32 * (H2 - 1) < KV; v += 32 * H2) {
@@ -150,16 +157,19 @@ __device__ __forceinline__ void gemv_silu(const T *__restrict__ W, const T *__re
 #define NINFER_FUSED_KERNELS(S, T)                                                                      \
     extern "C" __global__ void add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H,  \
                                                 float eps) {                                            \
+        ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps);                                          \
     }                                                                                                   \
     extern "C" __global__ void add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, \
                                                    float eps) {                                         \
+        ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps);                                           \
     }                                                                                                   \
     extern "C" __global__ void rope_write_kv_##S(                                                       \
         const T *q, const T *k, const T *v, const T *qn, const T *kn, const long long *pos, const float *cs, \
         T *qo, T *kc, T *vc, const long long *slots, int Hq, int Hk, int D, int rd, int q_ts, int q_hs,  \
         int k_ts, int v_ts, float eps, int zc) {                                                        \
+        ninfer::pdl_enter();                                                                             \
         ninfer::rope_write_kv<T>(q, k, v, qn, kn, pos, cs, qo, kc, vc, slots, Hq, Hk, D, rd, q_ts, q_hs, \
                                  k_ts, v_ts, eps, zc);                                                  \
     }                                                                                                   \

@@ -27,5 +27,6 @@ __device__ __forceinline__ void gdn_gates(const T *__restrict__ a, const T *__re
 #define NINFER_GDN_GATES_KERNELS(S, T)                                                                  \
     extern "C" __global__ void gdn_gates_##S(const T *a, const T *b, const float *A_log, const float *dt_bias, \
                                              float *g, T *beta, int ntok, int H, int sa, int sb) {       \
+        ninfer::pdl_enter();                                                                            \
         ninfer::gdn_gates<T>(a, b, A_log, dt_bias, g, beta, ntok, H, sa, sb);                           \
     }

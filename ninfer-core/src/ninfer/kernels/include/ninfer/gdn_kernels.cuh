@@ -15,6 +15,7 @@
         const T *q, const T *k, const float *W, const float *U, const float *Aqk, const float *Gc,      \
         const float *rq, const float *rk, const float *state_in, T *out, float *state_out, int ntok, int H, \
         int Hk, int q_stride, int k_stride, int NC) {                                                   \
+        ninfer::pdl_enter();                                                                                \
         ninfer::gdn_chunk_state<T, 128, BV>(q, k, W, U, Aqk, Gc, rq, rk, state_in, out, state_out, ntok, H, \
                                             Hk, q_stride, k_stride, NC);                                \
     }
@@ -23,12 +24,14 @@
     extern "C" __global__ void __launch_bounds__(128) causal_conv1d_update_##S##_k4(                    \
         const T *x, const T *w, const T *bias, const float *state_in, T *y, float *state_out, int ntok,  \
         int C, int x_stride) {                                                                          \
+        ninfer::pdl_enter();                                                                            \
         ninfer::causal_conv1d_update<T, 4>(x, w, bias, state_in, y, state_out, ntok, C, x_stride);      \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(ninfer::GDN_THREADS) gdn_recurrent_##S##_d128(         \
         const T *q, const T *k, const T *v, const float *g, const T *beta, const float *state_in, T *out, \
         float *state_out, float *states, int ntok, int H, int Hk, int q_stride, int k_stride,            \
         int v_stride, int g_stride, int b_stride, float scale, float eps) {                             \
+        ninfer::pdl_enter();                                                                             \
         ninfer::gdn_recurrent<T, 128, 128, NINFER_GDN_BV>(q, k, v, g, beta, state_in, out, state_out,    \
                                                           states, ntok, H, Hk, q_stride, k_stride,      \
                                                           v_stride, g_stride, b_stride, scale, eps);    \
@@ -36,12 +39,14 @@
     extern "C" __global__ void __launch_bounds__(128) causal_conv1d_prefill_##S##_k4(                   \
         const T *x, const T *w, const T *bias, const float *state_in, T *y, float *state_out, int ntok, \
         int C, int x_stride) {                                                                          \
+        ninfer::pdl_enter();                                                                            \
         ninfer::causal_conv1d_prefill<T, 4>(x, w, bias, state_in, y, state_out, ntok, C, x_stride);     \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(ninfer::GDN_PREP_THREADS) gdn_chunk_prep_##S##_d128(    \
         const T *q, const T *k, const T *v, const float *g, const T *beta, float *W, float *U, float *Aqk, \
         float *Gc, float *rq, float *rk, int ntok, int H, int Hk, int q_stride, int k_stride, int v_stride, \
         int g_stride, int b_stride, float scale, float eps) {                                           \
+        ninfer::pdl_enter();                                                                            \
         extern __shared__ __align__(16) unsigned char gdn_chunk_smem[];                                 \
         ninfer::gdn_chunk_prep<T, 128>(gdn_chunk_smem, q, k, v, g, beta, W, U, Aqk, Gc, rq, rk, ntok, H, Hk, \
                                        q_stride, k_stride, v_stride, g_stride, b_stride, scale, eps);   \

@@ -16,6 +16,10 @@ __device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restric
     const int nt = min(NT, ntok - t0);
     const int KV = K / 8;  // 16-byte vectors per row
     const uint4 *Wr = reinterpret_cast<const uint4 *>(W + (i64)n * K);
+#pragma unroll
+    for (int u = 0; u < U; u++)  // the weights' first loads, while the previous kernel finishes
+        if (lane + 32 * u < KV) prefetch_l2(Wr + lane + 32 * u);
+    pdl_stream_enter();
     const uint4 *xr = reinterpret_cast<const uint4 *>(x + (i64)t0 * K);
     float acc[NT];
 #pragma unroll
@@ -79,6 +83,12 @@ __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__
     const int KV = K / 8;
     const int per = (KV + SPLITK - 1) / SPLITK;
     const int v0 = part * per, v1 = min(KV, v0 + per);
+    if (n < N) {
+#pragma unroll
+        for (int u = 0; u < U; u++)  // the weights' first loads, while the previous kernel finishes
+            if (v0 + lane + 32 * u < v1) prefetch_l2(W + (i64)n * K + 8 * (v0 + lane + 32 * u));
+    }
+    pdl_stream_enter();
     float acc = 0.f;
     if (n < N) {
         const uint4 *Wr = reinterpret_cast<const uint4 *>(W + (i64)n * K);

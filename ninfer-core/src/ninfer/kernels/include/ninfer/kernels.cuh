@@ -56,6 +56,7 @@
 #define NINFER_GEMV_MMA(NAME, T, MT, NTILE, U, SILU)                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_MMA_WARPS * 32)                                  \
         NAME(const T *W, const T *x, const T *b, T *y, float *part, int *ctr, int N, int K, int ntok, int ksg) { \
+        ninfer::pdl_stream_enter();                                                                              \
         ninfer::gemv_mma<T, MT, NTILE, U, NINFER_MMA_WARPS, SILU>(W, x, b, y, part, ctr, N, K, ntok, ksg);   \
     }
 
@@ -65,10 +66,12 @@
     NINFER_GEMV_MMA(gemv_mma_silu_##S##_n8, T, NINFER_MMA_MT_SILU, 1, NINFER_MMA_U8, true)              \
     NINFER_GEMV_MMA(gemv_mma_silu_##S##_n16, T, NINFER_MMA_MT_SILU, 2, NINFER_MMA_U16, true)            \
     extern "C" __global__ void gemv_mma_reduce_##S(const float *part, const T *b, T *y, int N, int ntok, int ksg) { \
+        ninfer::pdl_enter();                                                                            \
         ninfer::gemv_mma_reduce<T, false>(part, b, y, N, ntok, ksg);                                    \
     }                                                                                                   \
     extern "C" __global__ void gemv_mma_silu_reduce_##S(const float *part, const T *b, T *y, int N, int ntok, \
                                                         int ksg) {                                      \
+        ninfer::pdl_enter();                                                                            \
         ninfer::gemv_mma_reduce<T, true>(part, b, y, N, ntok, ksg);                                     \
     }
 
@@ -76,12 +79,14 @@
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_##S##_d##D(    \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
         int ntok, int Hq, int Hk, int bs, int S_, int C, int q_stride, float scale) {                   \
+        ninfer::pdl_enter();                                                                            \
         ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false>(    \
             q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale, nullptr, nullptr);   \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_combine_##S##_d##D( \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
         int ntok, int Hq, int Hk, int bs, int S_, int C, int q_stride, float scale, T *out, int *counters) { \
+        ninfer::pdl_enter();                                                                            \
         ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, true>(     \
             q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale, out, counters);      \
     }
@@ -96,34 +101,51 @@
     NINFER_GEMV_SPLITK(S, T, 4)                                                                         \
     NINFER_GEMV_MMA_KERNELS(S, T)                                                                       \
     extern "C" __global__ void rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
+        ninfer::pdl_enter();                                                                            \
         ninfer::rms_norm<T, false, false>(x, nullptr, w, y, rows, H, xs, eps);                          \
     }                                                                                                   \
     extern "C" __global__ void rms_norm_zc_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
+        ninfer::pdl_enter();                                                                            \
         ninfer::rms_norm<T, true, false>(x, nullptr, w, y, rows, H, xs, eps);                           \
     }                                                                                                   \
     extern "C" __global__ void rms_norm_gated_##S(const T *x, const T *z, const T *w, T *y, int rows, int H, \
                                                   float eps) {                                          \
+        ninfer::pdl_enter();                                                                            \
         ninfer::rms_norm<T, false, true>(x, z, w, y, rows, H, H, eps);                                  \
     }                                                                                                   \
     extern "C" __global__ void rope_##S(const T *q, const T *k, T *qo, T *ko, const long long *pos,     \
                                         const float *cs, int Hq, int Hk, int D, int rd, int qs, int ks) { \
+        ninfer::pdl_enter();                                                                            \
         ninfer::rope<T>(q, k, qo, ko, pos, cs, Hq, Hk, D, rd, qs, ks);                                  \
     }                                                                                                   \
     extern "C" __global__ void silu_mul_##S(const T *x, T *y, int ntok, int I) {                        \
+        ninfer::pdl_enter();                                                                            \
         ninfer::silu_mul<T>(x, y, ntok, I);                                                             \
     }                                                                                                   \
     extern "C" __global__ void write_kv_##S(const T *k, const T *v, T *kc, T *vc, const long long *slots, \
                                             int row, int ks, int vs) {                                  \
+        ninfer::pdl_enter();                                                                            \
         ninfer::write_kv<T>(k, v, kc, vc, slots, row, ks, vs);                                          \
     }                                                                                                   \
     extern "C" __global__ void argmax_##S(const T *logits, long long *out, int V) {                     \
+        ninfer::pdl_enter();                                                                            \
         ninfer::argmax<T>(logits, out, V);                                                              \
+    }                                                                                                   \
+    extern "C" __global__ void argmax_part_##S(const T *logits, float *pv, int *pi, int V, int chunk) {  \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::argmax_part<T>(logits, pv, pi, V, chunk);                                               \
+    }                                                                                                   \
+    extern "C" __global__ void sigmoid_mul_##S(const T *x, const T *gate, T *y, int ntok, int H, int D,  \
+                                               int gts, int ghs) {                                      \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::sigmoid_mul<T>(x, gate, y, ntok, H, D, gts, ghs);                                       \
     }                                                                                                   \
     NINFER_ATTN(S, T, 64)                                                                               \
     NINFER_ATTN(S, T, 128)                                                                              \
     NINFER_ATTN(S, T, 256)                                                                              \
     extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
                                                      T *out, int Hq, int S_, int C, int D) {            \
+        ninfer::pdl_enter();                                                                            \
         ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, D);                                  \
     }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
@@ -134,6 +156,15 @@
 // dtype-free kernels, once per module
 #define NINFER_COMMON_KERNELS()                                                                         \
     extern "C" __global__ void argmax_f32(const float *logits, long long *out, int V) {                 \
+        ninfer::pdl_enter();                                                                            \
         ninfer::argmax<float>(logits, out, V);                                                          \
+    }                                                                                                   \
+    extern "C" __global__ void argmax_part_f32(const float *logits, float *pv, int *pi, int V, int chunk) { \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::argmax_part<float>(logits, pv, pi, V, chunk);                                           \
+    }                                                                                                   \
+    extern "C" __global__ void argmax_reduce(const float *pv, const int *pi, long long *out, int nb) {   \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::argmax_reduce(pv, pi, out, nb);                                                         \
     }                                                                                                   \
     NINFER_GDN_KERNELS(f32, float)

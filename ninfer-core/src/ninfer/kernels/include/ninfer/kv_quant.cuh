@@ -476,6 +476,7 @@ __device__ __forceinline__ void kvq_attention_split(
         const T *k, const T *v, unsigned char *kd, __half *ks, __half *ko, const float *kc,             \
         unsigned char *vd, __half *vs, __half *vo, const long long *slots, int Hk, int k_stride,        \
         int v_stride, int bits, int rot_k, int rot_v) {                                                 \
+        ninfer::pdl_enter();                                                                            \
         ninfer::kvq_write<T, D>(k, v, kd, ks, ko, kc, vd, vs, vo, slots, Hk, k_stride, v_stride, bits,  \
                                 rot_k, rot_v);                                                          \
     }
@@ -498,6 +499,7 @@ __device__ __forceinline__ void kvq_attention_split(
             const unsigned char *vd, const __half *vs, const __half *vo, const int *bt,                 \
             const long long *pos, float *po, float *pml, int ntok, int Hq, int Hk, int bs, int S_,      \
             int C, int q_stride, float scale, int rot_q, int rot_o) {                                   \
+        ninfer::pdl_enter();                                                                           \
         ninfer::kvq_attention_split<T, D, BITS, R, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS>(               \
             q, kd, ks, ko, vd, vs, vo, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale,      \
             rot_q, rot_o);                                                                              \

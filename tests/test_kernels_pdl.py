@@ -1,0 +1,93 @@
+"""Programmatic dependent launch (PDL), checked without a GPU: every entry point of the shared kernels waits for
+its predecessor (griddepcontrol.wait) when compiled for sm_90, the instruction is compiled out below sm_90, the
+GEMVs ask L2 for their first weights before the wait, and the launcher asks for PDL only for sm_90+ modules.
+The GPU half (PDL on == off, bit for bit, eager and graph-replayed) is tests/gpu/test_ops.py::test_pdl_*."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "backends" / "ninfer-sm90" / "src"))
+
+import cuda.bindings.nvrtc  # noqa: E402,F401  (requirements-test.txt installs it)
+
+from ninfer.kernels.launch import Module, _pdl_config, pdl_capable  # noqa: E402
+from ninfer.kernels.nvrtc import compile_ptx  # noqa: E402
+
+
+def entries(ptx: str) -> dict[str, str]:
+    """Entry-point name -> its PTX body."""
+    parts = re.split(r"\.entry\s+", ptx)[1:]
+    return {p.split("(")[0].strip(): p for p in parts}
+
+
+@pytest.fixture(scope="module")
+def sm90_ptx() -> dict[str, str]:
+    import ninfer_sm90
+
+    lib = ninfer_sm90.LIBRARY
+    return entries(compile_ptx(lib.source(), "ninfer_sm90", "sm_90", lib.options, (str(lib.source_path.parent),)))
+
+
+def test_every_entry_point_waits_for_its_predecessor(sm90_ptx):
+    import ninfer_sm90
+
+    names = set(ninfer_sm90.LIBRARY.kernel_names())
+    assert names <= set(sm90_ptx), sorted(names - set(sm90_ptx))
+    no_wait = [n for n, body in sm90_ptx.items() if "griddepcontrol.wait" not in body]
+    no_trigger = [n for n, body in sm90_ptx.items() if "griddepcontrol.launch_dependents" not in body]
+    assert no_wait == [] and no_trigger == []
+
+
+def test_gemvs_prefetch_weights_before_the_wait(sm90_ptx):
+    for name in ("gemv_bf16_t1", "gemv_bf16_t1_k4", "gemv_bf16_t1_k2", "gemv_silu_t1_bf16", "gemv_f16_t1"):
+        body = sm90_ptx[name]
+        assert "prefetch.global.L2" in body, name
+        assert body.index("prefetch.global.L2") < body.index("griddepcontrol.wait"), name
+        # a GEMV lets the next kernel launch only once it streams: one GEMV ahead at most
+        assert body.index("griddepcontrol.wait") < body.index("griddepcontrol.launch_dependents"), name
+    # a kernel that reads only activations touches nothing before its wait
+    for name in ("rms_norm_bf16", "add_rms_norm_zc_bf16", "sigmoid_mul_bf16", "argmax_part_f32"):
+        body = sm90_ptx[name]
+        assert body.index("griddepcontrol.wait") < body.index("ld.global"), name
+        assert body.index("griddepcontrol.wait") < body.index("griddepcontrol.launch_dependents"), name
+
+
+def test_griddepcontrol_is_compiled_out_below_sm90():
+    src = '#include <ninfer/common.cuh>\nextern "C" __global__ void k(float *x) { ninfer::pdl_enter(); x[0] = 1.f; }\n'
+    assert "griddepcontrol.wait" in compile_ptx(src, "t", "sm_90")
+    assert "griddepcontrol.wait" in compile_ptx(src, "t", "sm_120")
+    for arch in ("sm_75", "sm_86", "sm_89"):
+        assert "griddepcontrol" not in compile_ptx(src, "t", arch), arch
+
+
+def test_the_launch_follows_the_compiled_arch():
+    assert [pdl_capable(a) for a in ("sm_75", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")] == \
+        [False, False, False, True, True, True]
+    assert not pdl_capable(None)  # a module that does not declare its kernels PDL-aware (the quant GEMVs)
+    assert Module.__init__.__defaults__ == ("", None)  # PDL only where the caller asks for it
+
+
+def test_the_pdl_launch_config():
+    from cuda.bindings import driver
+
+    c = _pdl_config(7, 2, 1, 128, 1, 1, 4096, 0)
+    assert (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.sharedMemBytes, c.numAttrs) == (7, 2, 1, 128, 4096, 1)
+    a = c.attrs[0]
+    assert a.id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert a.value.programmaticStreamSerializationAllowed == 1
+
+
+def test_the_switch(monkeypatch):
+    import subprocess
+
+    code = "from ninfer.kernels import launch; print(launch.PDL)"
+    for val, want in (("0", "False"), ("1", "True"), ("", "True")):
+        env = {"NINFER_PDL": val, "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == want, (val, out.stderr)
