@@ -31,14 +31,17 @@ BACKENDS = {"sm75": (torch.float16,), "sm86": (torch.bfloat16, torch.float16), "
 _SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16"}
 MMA_WIDTHS = (8, 16)  # qmma_*_t8 serves 1..8 tokens, _t16 9..16
 MMA_MAX_WARPS = 16
+# Warps of qmma an SM holds at once: 65536 registers / (~80 a thread (int4, 1..8 tokens; ptxas, sm_90) * 32)
+RESIDENT_WARPS = 24
 # Which weights get the tiled packing and the tensor-core kernel, by bits. Measured on the H200 (bench/RESULTS.md,
 # 2026-12-02, issue 7): qmma beats qgemv for int4 at every width, for int8 only from 4 tokens on (at 1 token it
 # was 17 % slower), so int8 stays on qgemv by default. NINFER_QMMA=all tiles int8 too, NINFER_QMMA=0 neither.
 TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "all": {4, 8}}.get(
     os.environ.get("NINFER_QMMA", "int4"), {4})
-# NINFER_QMMA_PIPE=1: the qmma variant that prefetches scales with the weights and finds groups by shift
-# (-DQM_PIPE; power-of-two groups only). Correct by the GPU tests' design, NOT yet measured: off by default.
-PIPE = os.environ.get("NINFER_QMMA_PIPE", "0") not in ("0", "false", "off", "")
+# bench/quant.py's A/B: another source for the tiled kernels (the previous qmma, bench/quant_legacy_qgemv.cu) and
+# extra -D options for every tiled launch (-DQM_NO_RAW: subtract per code instead of the second mma). Not for use.
+BENCH_SOURCE: Path | None = None
+BENCH_EXTRA: tuple[str, ...] = ()
 # bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
 CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
 _modules: dict[tuple, object] = {}
@@ -61,11 +64,12 @@ def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     return base + (("-DQG_MMA",) if _has_mma(arch) else ()) + tuple(extra)
 
 
-def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = ()) -> bytes:
-    """The cubin for ``arch`` ('sm_90'); needs no GPU. ``extra``: more -D options (bench variants)."""
+def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = (), source: Path | None = None) -> bytes:
+    """The cubin for ``arch`` ('sm_90'); needs no GPU. ``extra``: more -D options, ``source``: another .cu
+    (bench variants)."""
     from ..kernels.nvrtc import compile_cubin
 
-    cubin, _ = compile_cubin(SOURCE.read_text(), "ninfer_qgemv", arch, options(arch, extra),
+    cubin, _ = compile_cubin((source or SOURCE).read_text(), "ninfer_qgemv", arch, options(arch, extra),
                              include_dirs=(_include_dir(),), use_cache=use_cache, progress=False)
     return cubin
 
@@ -83,15 +87,16 @@ def kernel_names(arch: str) -> list[str]:
     return names
 
 
-def _module(device: torch.device, extra: tuple[str, ...] = ()):
+def _module(device: torch.device, extra: tuple[str, ...] = (), source: Path | None = None):
     from ..kernels.launch import Module
 
     idx = device.index if device.index is not None else torch.cuda.current_device()
     with _lock:
-        if (idx, extra) not in _modules:
+        if (idx, extra, source) not in _modules:
             major, minor = torch.cuda.get_device_capability(idx)
-            _modules[idx, extra] = Module(compile_for(f"sm_{major}{minor}", extra=extra), idx, label="ninfer-qgemv")
-    return _modules[idx, extra]
+            _modules[idx, extra, source] = Module(compile_for(f"sm_{major}{minor}", extra=extra, source=source), idx,
+                                                  label="ninfer-qgemv")
+    return _modules[idx, extra, source]
 
 
 def tiles_cover(w: QuantWeight, device: torch.device) -> bool:
@@ -135,11 +140,11 @@ def prepare(w: QuantWeight) -> QuantWeight:
 
 def mma_warps(tiles: int, k: int, bits: int, device: torch.device) -> int:
     """Warps per tile (they split K): as many as keep every block of the grid resident at once
-    (~32 warps an SM), at least 4, at most 16, and no more than the chunks of a row."""
+    (RESIDENT_WARPS an SM), at least 4, at most 16, and no more than the chunks of a row."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
     if idx not in _sms:
         _sms[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    room = _sms[idx] * 32
+    room = _sms[idx] * RESIDENT_WARPS
     w = 16
     while w > 4 and tiles * w > room:
         w //= 2
@@ -190,11 +195,10 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         sp, zp = tile_params(w)
         tiles = -(-n // TILE_ROWS)
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
-        if PIPE and w.group_size & (w.group_size - 1) == 0:
-            extra = tuple(extra) + ("-DQM_PIPE",)
+        extra = tuple(extra) + BENCH_EXTRA
         name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, 8 if t <= 8 else 16)
-        _module(x.device, extra)[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size,
-                                       t)
+        _module(x.device, extra, BENCH_SOURCE)[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k,
+                                                     w.group_size, t)
         return y.view(*x.shape[:-1], n)
     s, o = gpu_params(w)
     nt = _width(t)
