@@ -2,8 +2,9 @@
 
 1. GEMV-only (``gemv``): every Linear of L layers in one CUDA graph, batch 1 and verify widths, through
    the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel (``qmma_*``,
-   tiled packing; the previous version from bench/quant_legacy_qgemv.cu with and without QM_PIPE, the
-   current one with and without QM_NO_RAW) and the same shapes in bf16 through cuBLAS as the peer. Bytes
+   tiled packing; the previous version from bench/quant_legacy_qgemv.cu, the current one with its ring of
+   loads in flight in shared memory (default) or registers (QM_REG_RING), and with QM_RAW) and the same
+   shapes in bf16 through cuBLAS as the peer. Bytes
    are what each kernel reads: codes plus scales as it stores them (qgemv: float32 scale and offset;
    qmma: 16-bit scales).
 2. Sweep (``sweep``): per matrix shape (copies past L2, ~1 GB), GB/s of qmma for warps per tile x loads
@@ -48,11 +49,11 @@ def variant(label: str):
     from ninfer.quant import gpu
 
     gpu.BENCH_SOURCE = Path(LEGACY) if "previous" in label else None
-    gpu.BENCH_EXTRA = (("-DQM_PIPE",) if "PIPE" in label else ()) + (("-DQM_NO_RAW",) if "NO_RAW" in label else ())
-    gpu.RESIDENT_WARPS = 32 if "previous" in label else 24  # the previous launcher's rule for the previous kernel
+    gpu.BENCH_EXTRA = (("-DQM_PIPE",) if "PIPE" in label else ()) + (("-DQM_RAW",) if "RAW" in label else ()) + (
+        ("-DQM_REG_RING",) if "register ring" in label else ())
 
 
-QMMA_VARIANTS = ("qmma previous (881a477)", "qmma previous + QM_PIPE", "qmma new, QM_NO_RAW", "qmma new (default)")
+QMMA_VARIANTS = ("qmma previous (881a477)", "qmma new, register ring", "qmma new, QM_RAW", "qmma new (default)")
 
 
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):
@@ -145,8 +146,8 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
         gpu.CONFIG_OVERRIDE.clear()
         res["default"] = nbytes / time_graph(lambda x=x, ws=ws: [gpu.quant_linear(x, w) for w in ws]) / 1e9
         default_w = gpu.mma_warps(tiles, k, bits, x.device)
-        for u in (2, 4, 6):
-            extra = () if u == 4 else ("-DQM_BENCH_ONLY", f"-DQM_U={u}")
+        for u in (4, 8, 12):
+            extra = () if u == gpu.RING else ("-DQM_BENCH_ONLY", f"-DQM_U={u}")
             for wp in (4, 8, 16):
                 gpu.CONFIG_OVERRIDE[(n, k, bits)] = (wp, extra)
                 res[(wp, u, extra)] = nbytes / time_graph(lambda x=x, ws=ws: [gpu.quant_linear(x, w) for w in ws]) / 1e9
@@ -154,7 +155,7 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
         top = max((c for c in res if c != "default"), key=res.get)
         best[(n, k, bits)] = (top[0], top[2])
         cells = " ".join(f"w{c[0]}u{c[1]}={res[c]:.0f}" for c in res if c != "default")
-        print(f"| {name} | {n}x{k} | {tiles} | default (w{default_w}u4) {res['default']:.0f} "
+        print(f"| {name} | {n}x{k} | {tiles} | default (w{default_w}u{gpu.RING}) {res['default']:.0f} "
               f"({res['default'] * 1e9 / bw:.3f}) | best w{top[0]}u{top[1]} {res[top]:.0f} "
               f"({res[top] * 1e9 / bw:.3f}) | {cells} |", flush=True)
         ws.clear()
@@ -215,7 +216,7 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
                 if isinstance(t, torch.Tensor) and p != "embed_tokens")
     other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
     results = []
-    labels = ("qgemv (CUDA cores)",) + tuple(v for v in QMMA_VARIANTS if "PIPE" not in v and "NO_RAW" not in v) + (
+    labels = ("qgemv (CUDA cores)",) + tuple(v for v in QMMA_VARIANTS if "RAW" not in v) + (
         "qmma new, sweep's best per shape",)
     for label in labels:
         if label.startswith("qmma") and not gpu.TILE_BITS:
@@ -251,7 +252,7 @@ def profile_part(name, bits, shape, layers, steps=5):
     from ninfer.quant import gpu
 
     os.environ["NINFER_CUDA_GRAPHS"] = "0"
-    gpu.TILE_BITS = {4} if bits == 4 else set()  # the launcher's default dispatch
+    gpu.TILE_BITS = {4, 8}  # the launcher's default dispatch
     runner, weights = quant_model(shape, layers, bits)
     for w in weights.values():
         if not isinstance(w, torch.Tensor):

@@ -21,9 +21,10 @@ def test_qgemv_compiles(arch):
     assert (b"qgemv_bf16" in cubin) == (arch != "sm_75")  # Turing serves fp16 only
 
 
-@pytest.mark.parametrize("arch,extra", [("sm_86", ("-DQM_NO_RAW",)), ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6"))])
+@pytest.mark.parametrize("arch,extra", [("sm_86", ("-DQM_RAW",)), ("sm_90", ("-DQM_REG_RING",)),
+                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=12"))])
 def test_qmma_bench_variants_compile(arch, extra):
-    """bench/quant.py's variants: every code subtracted (no second mma); other loads in flight per lane."""
+    """bench/quant.py's variants: offsets off by a second mma; the ring in registers; more loads in flight."""
     cubin = gpu.compile_for(arch, use_cache=False, extra=extra)
     names = gpu.kernel_names(arch) if "-DQM_BENCH_ONLY" not in extra else [
         gpu.mma_kernel_name(torch.bfloat16, torch.float16, b, False, t) for b in (4, 8) for t in gpu.MMA_WIDTHS]

@@ -159,8 +159,9 @@ def _a_matrix(a, dt, g, t):
     return A
 
 
-def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarray:
-    """y [T, N] (float64) as the qmma kernel computes it from the tiled bytes, T <= 16."""
+def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str, raw: bool = False) -> np.ndarray:
+    """y [T, N] (float64) as the qmma kernel computes it from the tiled bytes, T <= 16; ``raw``: as the
+    -DQM_RAW build does for T <= 8 (offset codes, then a second mma by the constant fragment)."""
     n, k = w.shape
     bits, G = w.bits, w.group_size
     ch = 64 if bits == 4 else 32
@@ -187,12 +188,12 @@ def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarr
                     zz = zp.view(np.uint16)[tile, gi, g].astype(np.uint32)
                 for s2 in range(2):
                     wd = words[2 * h + s2:] if bits == 4 else words[2 * s2:]
-                    raw = _raw(wd, zz & 0xFF, zz >> 8, dt, bits) if T <= 8 else None  # one token set: raw + neg
-                    if raw is None:
+                    rw = _raw(wd, zz & 0xFF, zz >> 8, dt, bits) if raw and T <= 8 else None  # one token set
+                    if rw is None:
                         As = [_a_matrix(_deq(wd, zz & 0xFF, zz >> 8, dt, bits), dt, g, t)]
                     else:
-                        As = [_a_matrix(raw[0], dt, g, t), _a_matrix(raw[1], dt, g, t)]
-                        s8 = raw[2]
+                        As = [_a_matrix(rw[0], dt, g, t), _a_matrix(rw[1], dt, g, t)]
+                        s8 = rw[2]
                     for tset in range((T + 7) // 8):
                         tok = np.minimum(g + 8 * tset, T - 1)
                         xv = np.stack([xb[tok[i], kk + 8 * t[i]: kk + 8 * t[i] + 8] for i in range(32)])
@@ -206,7 +207,7 @@ def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarr
                             tmp[:, 8 * tset: 8 * tset + 8] += A @ B
                 if h == ch // 32 - 1 or G % ch:
                     s_lo, s_hi = _halves(sp[tile, gi, :], sdt)  # rows 0..7, rows 8..15
-                    s_rows = np.concatenate([s_lo, s_hi * (s8 if T <= 8 and s8 is not None else 1.0)])
+                    s_rows = np.concatenate([s_lo, s_hi * (s8 if s8 is not None else 1.0)])
                     acc += s_rows[:, None] * tmp
                     tmp[:] = 0
         y[:, 16 * tile: 16 * tile + 16] = acc[:, :T].T
@@ -216,15 +217,15 @@ def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarr
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 32, False), (4, 64, False), (8, 32, True),
                                             (8, 64, False)])
-@pytest.mark.parametrize("tokens", [1, 3, 11])
-def test_emulated_kernel_equals_reference(dt, bits, group, sym, tokens):
+@pytest.mark.parametrize("tokens,raw", [(1, False), (3, True), (11, False), (11, True)])
+def test_emulated_kernel_equals_reference(dt, bits, group, sym, tokens, raw):
     torch.manual_seed(bits * 100 + group + tokens)
     n, k = 40, 256
     sdt = torch.float16 if dt == "f16" else torch.bfloat16
     w = pack_tiles(quantize_rtn(torch.randn(n, k) * 0.05, bits, group, sym, scale_dtype=sdt))
     x = torch.randn(tokens, k).to(sdt)
     ref = x.double() @ dequantize(w, torch.float64).t()
-    y = emulate_qmma(w, x, dt, dt)
+    y = emulate_qmma(w, x, dt, dt, raw)
     assert np.abs(y - ref.numpy()).max() / np.abs(ref.numpy()).max() < 1e-6
 
 

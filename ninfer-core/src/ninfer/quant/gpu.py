@@ -2,7 +2,7 @@
 it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16).
 
 Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zero point, 16-bit
-scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; by default int4 only, see TILE_BITS) is
+scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; see TILE_BITS) is
 repacked once into 16-row tiles
 (:func:`prepare`, called at load; ``layout.pack_tiles``) and served by ``qmma_*``: fp16/bf16 MMAs of
 exact (u - z) codes, float32 accumulation, one block per tile with its warps splitting K. Everything
@@ -31,17 +31,19 @@ BACKENDS = {"sm75": (torch.float16,), "sm86": (torch.bfloat16, torch.float16), "
 _SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16"}
 MMA_WIDTHS = (8, 16)  # qmma_*_t8 serves 1..8 tokens, _t16 9..16
 MMA_MAX_WARPS = 16
-# Warps of qmma an SM holds at once: 65536 registers / (~80 a thread (int4, 1..8 tokens; ptxas, sm_90) * 32)
-RESIDENT_WARPS = 24
+# Warps of qmma an SM holds at once: 65536 registers / (~64 a thread (1..8 tokens; ptxas, sm_90) * 32)
+RESIDENT_WARPS = 32
 # Which weights get the tiled packing and the tensor-core kernel, by bits. Measured on the H200 (bench/RESULTS.md,
-# 2026-12-02, issue 7): qmma beats qgemv for int4 at every width, for int8 only from 4 tokens on (at 1 token it
-# was 17 % slower), so int8 stays on qgemv by default. NINFER_QMMA=all tiles int8 too, NINFER_QMMA=0 neither.
-TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "all": {4, 8}}.get(
-    os.environ.get("NINFER_QMMA", "int4"), {4})
-# bench/quant.py's A/B: another source for the tiled kernels (the previous qmma, bench/quant_legacy_qgemv.cu) and
-# extra -D options for every tiled launch (-DQM_NO_RAW: subtract per code instead of the second mma). Not for use.
+# 2026-12-02, issue 7, session 3): qmma beats qgemv for int4 and int8 at every width (int8 at 1 token: 0.655 vs
+# 0.605 of copy bandwidth), so both take it. NINFER_QMMA=int4 keeps int8 on qgemv, NINFER_QMMA=0 both.
+TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "int4": {4}}.get(
+    os.environ.get("NINFER_QMMA", "all"), {4, 8})
+# bench/quant.py's A/B and the GPU tests: another source for the tiled kernels (the previous qmma,
+# bench/quant_legacy_qgemv.cu) and extra -D options for every tiled launch (-DQM_REG_RING: the ring of loads in
+# flight in registers instead of shared memory; -DQM_RAW: offsets off by a second mma). Not for use.
 BENCH_SOURCE: Path | None = None
-BENCH_EXTRA: tuple[str, ...] = ()
+BENCH_EXTRA: tuple[str, ...] = tuple(os.environ.get("NINFER_QMMA_EXTRA", "").split())
+RING = 8  # chunks in flight per lane in qmma's shared-memory ring (QM_U in kernels/qgemv.cu)
 # bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
 CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
 _modules: dict[tuple, object] = {}
@@ -151,6 +153,16 @@ def mma_warps(tiles: int, k: int, bits: int, device: torch.device) -> int:
     return max(1, min(w, k // tile_chunk(bits)))
 
 
+def mma_smem(warps: int, w: QuantWeight, extra: tuple[str, ...] = ()) -> int:
+    """Dynamic shared memory of one qmma block: per warp, RING slots of 32 lanes x 16 bytes of codes and
+    32 x 4 bytes of scales per group the chunk touches (two when the group does not hold whole chunks)."""
+    if BENCH_SOURCE is not None or "-DQM_REG_RING" in extra:
+        return 0
+    ring = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQM_U=")), RING)
+    groups = 1 if w.group_size % tile_chunk(w.bits) == 0 else 2
+    return warps * ring * (512 + 128 * groups)
+
+
 def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
     """float32 scale and offset [N, G] with W = u * s + o, made once per weight and kept on it."""
     cached = getattr(w, "_gpu_params", None)
@@ -197,8 +209,11 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
         extra = tuple(extra) + BENCH_EXTRA
         name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, 8 if t <= 8 else 16)
-        _module(x.device, extra, BENCH_SOURCE)[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k,
-                                                     w.group_size, t)
+        kernel = _module(x.device, extra, BENCH_SOURCE)[name]
+        smem = mma_smem(warps, w, extra)
+        if smem > 48 * 1024:
+            kernel.set_max_dynamic_smem(smem)
+        kernel((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, t, smem=smem)
         return y.view(*x.shape[:-1], n)
     s, o = gpu_params(w)
     nt = _width(t)

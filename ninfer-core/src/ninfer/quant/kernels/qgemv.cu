@@ -109,13 +109,17 @@ QG_WIDTHS(bf16, __nv_bfloat16, 4)
 // zero point (or none); everything else takes the kernel above.
 #if defined(QG_MMA)
 #ifndef QM_U
+#if defined(QM_REG_RING)
 #define QM_U 4  // chunks (16-byte weight loads) in flight per lane
+#else
+#define QM_U 8  // keep in step with ninfer.quant.gpu.RING
+#endif
 #endif
 #define QM_MAX_WARPS 16
-#if defined(QM_NO_RAW)  // bench variant: every code dequantised with its subtraction (no second mma)
-#define defined_QM_NO_RAW true
+#if defined(QM_RAW)  // variant: offsets and zero points off by a second mma (see qmma)
+#define defined_QM_RAW true
 #else
-#define defined_QM_NO_RAW false
+#define defined_QM_RAW false
 #endif
 
 namespace ninfer {
@@ -141,6 +145,27 @@ __device__ __forceinline__ void qm_load_s(unsigned &v, const unsigned *ptr, bool
 __device__ __forceinline__ void qm_load_z(unsigned &v, const unsigned short *ptr, bool p) {  // zero points
     asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u16 %0, [%1];\n\t}"
                  : "+r"(v) : "l"(ptr), "r"((int)p));
+}
+
+// Asynchronous copies global -> shared memory, 16 bytes (weights, past L1, 256-byte L2 prefetch) or 4 (scales);
+// when p is false nothing is read (src-size 0: ptr may point past the tensor) and the destination is zero-filled.
+__device__ __forceinline__ void qm_cp16(unsigned dst, const void *ptr, bool p) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" :: "r"(dst), "l"(ptr), "r"(p ? 16 : 0));
+}
+__device__ __forceinline__ void qm_cp4(unsigned dst, const void *ptr, bool p) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(ptr), "r"(p ? 4 : 0));
+}
+__device__ __forceinline__ void qm_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void qm_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }
+__device__ __forceinline__ uint4 qm_lds16(unsigned a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ unsigned qm_lds4(unsigned a) {
+    unsigned v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
 }
 
 // Group of the 32-k half kk (k = 32 kk), G = 32 gpk: floor(kk / gpk) = floor((kk + 0.5) * (1 / gpk)). The
@@ -315,10 +340,13 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;         // a half: 32 k, two mma steps, one 16-byte activation load
     constexpr int SV = MERGE ? 1 : HALVES;     // scale words (groups) per chunk
-    // one token set: offsets and zero points off by a second mma (QmDeq::raw); two sets: subtracted per code
-    constexpr bool RAW = QmDeq<T, BITS>::RAW && NSET == 1 && !defined_QM_NO_RAW;
+    // -DQM_RAW, one token set: offsets and zero points off by a second mma (QmDeq::raw) instead of subtracted per
+    // code (measured slower for int4 at 1 token on the H200, bench/RESULTS.md)
+    constexpr bool RAW = QmDeq<T, BITS>::RAW && NSET == 1 && defined_QM_RAW;
     constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
-    __shared__ float red[QM_MAX_WARPS][NSET * 4][32];
+#if defined(QM_REG_RING)
+    __shared__ float red_s[QM_MAX_WARPS][NSET * 4][32];
+#endif
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x;
@@ -341,9 +369,10 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
     for (int s = 0; s < NSET; s++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[s][i] = 0.f;
+    unsigned zv[QM_U][SV];  // zero points of the chunk's groups (ZP only), in registers
+#if defined(QM_REG_RING)  // variant: the ring in registers (QM_U x 5 registers a lane)
     uint4 wv[QM_U];
-    unsigned sv[QM_U][SV], zv[QM_U][SV];  // the scales / zero points of the chunk's groups
-    uint4 xv[NSET][HALVES];
+    unsigned sv[QM_U][SV];
     auto fetch = [&](int u, bool p) {  // chunk of the running pointers into ring slot u
         qm_load_w(wv[u], wf, p);
 #pragma unroll
@@ -355,6 +384,49 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
         wf += wstep;
         kf += kstep;
     };
+    auto take = [&](int u, unsigned (&words)[4], unsigned (&cs)[SV]) {
+        words[0] = wv[u].x, words[1] = wv[u].y, words[2] = wv[u].z, words[3] = wv[u].w;
+#pragma unroll
+        for (int h = 0; h < SV; h++) cs[h] = sv[u][h];
+    };
+#pragma unroll
+    for (int u = 0; u < QM_U; u++) {
+        wv[u] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int h = 0; h < SV; h++) sv[u][h] = 0;
+    }
+#else  // the ring in shared memory, filled by cp.async: no registers held by loads in flight
+    // dynamic shared memory: warps x QM_U slots x 32 lanes x 16 bytes of codes, then warps x QM_U x SV x 32 scale
+    // words; each lane reads back only what it copied itself (its own cp.async groups, no barrier)
+    extern __shared__ uint4 qm_smem[];
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(qm_smem);
+    const unsigned sw = sbase + (unsigned)((warp * QM_U * 32 + lane) * 16);
+    const unsigned ss = sbase + (unsigned)(warps * QM_U * 512 + (warp * QM_U * SV * 32 + lane) * 4);
+    auto fetch = [&](int u, bool p) {
+        qm_cp16(sw + u * 512, wf, p);
+#pragma unroll
+        for (int h = 0; h < SV; h++) {
+            const unsigned gi = (unsigned)qm_group(h ? kf + (float)h : kf, rg);
+            qm_cp4(ss + (u * SV + h) * 128, St + gi * 8u, p);
+            if (ZP) qm_load_z(zv[u][h], Zt + gi * 8u, p);
+        }
+        qm_commit();
+        wf += wstep;
+        kf += kstep;
+    };
+    auto take = [&](int u, unsigned (&words)[4], unsigned (&cs)[SV]) {
+        qm_wait<QM_U - 1>();  // this lane's copies of chunk i are done (QM_U - 1 younger groups may be pending)
+        const uint4 v = qm_lds16(sw + u * 512);
+        words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+#pragma unroll
+        for (int h = 0; h < SV; h++) cs[h] = qm_lds4(ss + (u * SV + h) * 128);
+    };
+#endif
+#pragma unroll
+    for (int u = 0; u < QM_U; u++)
+#pragma unroll
+        for (int h = 0; h < SV; h++) zv[u][h] = ZSYM;
+    uint4 xv[NSET][HALVES];
     auto load_x = [&](bool p) {  // activations of the next chunk
 #pragma unroll
         for (int s = 0; s < NSET; s++) {
@@ -363,12 +435,6 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
             xf[s] += xstep;
         }
     };
-#pragma unroll
-    for (int u = 0; u < QM_U; u++) {
-        wv[u] = make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int h = 0; h < SV; h++) sv[u][h] = 0, zv[u][h] = ZSYM;
-    }
 #pragma unroll
     for (int s = 0; s < NSET; s++)
 #pragma unroll
@@ -379,7 +445,8 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
     // chunk i (ring slot u): dequantise, multiply and flush into acc with the group's scales, then refill
     // the slot QM_U chunks ahead and load the next chunk's activations.
     auto step = [&](int u, int i) {
-        const unsigned words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+        unsigned words[4], sv[SV];
+        take(u, words, sv);
         float tmp[NSET][4];
 #pragma unroll
         for (int s = 0; s < NSET; s++)
@@ -388,7 +455,7 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
 #pragma unroll
         for (int h = 0; h < HALVES; h++) {
             const int hs = MERGE ? 0 : h;
-            const unsigned cs = sv[u][hs], cz = ZP ? zv[u][hs] : ZSYM;
+            const unsigned cs = sv[hs], cz = ZP ? zv[u][hs] : ZSYM;
             QmDeq<T, BITS> dq;
             dq.init(cz);
 #pragma unroll
@@ -431,18 +498,25 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
     for (int u = 0; u < QM_U - 1; u++)
         if (i0 + u < mine) step(u, i0 + u);
     if (warps > 1) {
+#if defined(QM_REG_RING)
+        float *red = &red_s[0][0][0];
+#else
+        float *red = reinterpret_cast<float *>(qm_smem);  // the ring, once every warp is done with it
+        qm_wait<0>();
+        __syncthreads();
+#endif
 #pragma unroll
         for (int s = 0; s < NSET; s++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) red[warp][s * 4 + i][lane] = acc[s][i];
+            for (int i = 0; i < 4; i++) red[(warp * NSET * 4 + s * 4 + i) * 32 + lane] = acc[s][i];
         __syncthreads();
         if (warp != 0) return;
 #pragma unroll
         for (int s = 0; s < NSET; s++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                float v = red[0][s * 4 + i][lane];
-                for (int w = 1; w < warps; w++) v += red[w][s * 4 + i][lane];
+                float v = red[(s * 4 + i) * 32 + lane];
+                for (int w = 1; w < warps; w++) v += red[(w * NSET * 4 + s * 4 + i) * 32 + lane];
                 acc[s][i] = v;
             }
     }
