@@ -3,7 +3,7 @@
 1. GEMV-only (``gemv``): every Linear of L layers in one CUDA graph, batch 1 and verify widths, through
    the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel (``qmma_*``,
    tiled packing; the previous version from bench/quant_legacy_qgemv.cu, the current one with its ring of
-   loads in flight in shared memory (default) or registers (QM_REG_RING), and with QM_RAW) and the same
+   loads in flight in registers (default) or shared memory (QM_SMEM_RING), and with QM_RAW) and the same
    shapes in bf16 through cuBLAS as the peer. Bytes
    are what each kernel reads: codes plus scales as it stores them (qgemv: float32 scale and offset;
    qmma: 16-bit scales).
@@ -50,10 +50,10 @@ def variant(label: str):
 
     gpu.BENCH_SOURCE = Path(LEGACY) if "previous" in label else None
     gpu.BENCH_EXTRA = (("-DQM_PIPE",) if "PIPE" in label else ()) + (("-DQM_RAW",) if "RAW" in label else ()) + (
-        ("-DQM_REG_RING",) if "register ring" in label else ())
+        ("-DQM_SMEM_RING",) if "shared-memory ring" in label else ())
 
 
-QMMA_VARIANTS = ("qmma previous (881a477)", "qmma new, register ring", "qmma new, QM_RAW", "qmma new (default)")
+QMMA_VARIANTS = ("qmma previous (881a477)", "qmma new, shared-memory ring", "qmma new, QM_RAW", "qmma new (default)")
 
 
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):
@@ -146,8 +146,8 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
         gpu.CONFIG_OVERRIDE.clear()
         res["default"] = nbytes / time_graph(lambda x=x, ws=ws: [gpu.quant_linear(x, w) for w in ws]) / 1e9
         default_w = gpu.mma_warps(tiles, k, bits, x.device)
-        for u in (4, 8, 12):
-            extra = () if u == gpu.RING else ("-DQM_BENCH_ONLY", f"-DQM_U={u}")
+        for u in (2, 4, 6):
+            extra = () if u == 4 else ("-DQM_BENCH_ONLY", f"-DQM_U={u}")
             for wp in (4, 8, 16):
                 gpu.CONFIG_OVERRIDE[(n, k, bits)] = (wp, extra)
                 res[(wp, u, extra)] = nbytes / time_graph(lambda x=x, ws=ws: [gpu.quant_linear(x, w) for w in ws]) / 1e9
@@ -155,7 +155,7 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
         top = max((c for c in res if c != "default"), key=res.get)
         best[(n, k, bits)] = (top[0], top[2])
         cells = " ".join(f"w{c[0]}u{c[1]}={res[c]:.0f}" for c in res if c != "default")
-        print(f"| {name} | {n}x{k} | {tiles} | default (w{default_w}u{gpu.RING}) {res['default']:.0f} "
+        print(f"| {name} | {n}x{k} | {tiles} | default (w{default_w}u4) {res['default']:.0f} "
               f"({res['default'] * 1e9 / bw:.3f}) | best w{top[0]}u{top[1]} {res[top]:.0f} "
               f"({res[top] * 1e9 / bw:.3f}) | {cells} |", flush=True)
         ws.clear()

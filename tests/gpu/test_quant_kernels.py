@@ -184,13 +184,13 @@ def test_tensor_core_kernel_ring_and_tail(dtype, bits, group, sym, warps, tokens
     assert err < (1e-3 if dtype == torch.float16 else 1e-2), float(err)
 
 
-@pytest.mark.parametrize("extra", [("-DQM_RAW",), ("-DQM_REG_RING",), ("-DQM_BENCH_ONLY", "-DQM_U=4"),
-                                   ("-DQM_BENCH_ONLY", "-DQM_U=12")])
+@pytest.mark.parametrize("extra", [("-DQM_RAW",), ("-DQM_SMEM_RING",), ("-DQM_BENCH_ONLY", "-DQM_U=2"),
+                                   ("-DQM_BENCH_ONLY", "-DQM_U=6")])
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("tokens", [1, 12])
 def test_bench_variants_match_float32(extra, bits, tokens):
-    """bench/quant.py's kernel variants (offsets off by a second mma; the ring in registers; 4 or 12 chunks in
-    flight per lane) on the same checks: bf16 activations, fp16 scales, symmetric (as -DQM_BENCH_ONLY builds)."""
+    """bench/quant.py's kernel variants (offsets off by a second mma; the ring in shared memory; 2 or 6 chunks
+    in flight per lane) on the same checks: bf16 activations, fp16 scales, symmetric (as -DQM_BENCH_ONLY builds)."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
 

@@ -31,7 +31,8 @@ BACKENDS = {"sm75": (torch.float16,), "sm86": (torch.bfloat16, torch.float16), "
 _SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16"}
 MMA_WIDTHS = (8, 16)  # qmma_*_t8 serves 1..8 tokens, _t16 9..16
 MMA_MAX_WARPS = 16
-# Warps of qmma an SM holds at once: 65536 registers / (~64 a thread (1..8 tokens; ptxas, sm_90) * 32)
+# Warps per SM the launcher plans qmma's grid for (mma_warps); ptxas gives the 1..8-token kernels ~64-76
+# registers a thread (~24-32 warps an SM); 32 matched the per-shape sweep's best warps on the H200.
 RESIDENT_WARPS = 32
 # Which weights get the tiled packing and the tensor-core kernel, by bits. Measured on the H200 (bench/RESULTS.md,
 # 2026-12-02, issue 7, session 3): qmma beats qgemv for int4 and int8 at every width (int8 at 1 token: 0.655 vs
@@ -39,11 +40,11 @@ RESIDENT_WARPS = 32
 TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "int4": {4}}.get(
     os.environ.get("NINFER_QMMA", "all"), {4, 8})
 # bench/quant.py's A/B and the GPU tests: another source for the tiled kernels (the previous qmma,
-# bench/quant_legacy_qgemv.cu) and extra -D options for every tiled launch (-DQM_REG_RING: the ring of loads in
-# flight in registers instead of shared memory; -DQM_RAW: offsets off by a second mma). Not for use.
+# bench/quant_legacy_qgemv.cu) and extra -D options for every tiled launch (-DQM_SMEM_RING: the ring of loads in
+# flight in shared memory instead of registers; -DQM_RAW: offsets off by a second mma). Not for use.
 BENCH_SOURCE: Path | None = None
 BENCH_EXTRA: tuple[str, ...] = tuple(os.environ.get("NINFER_QMMA_EXTRA", "").split())
-RING = 8  # chunks in flight per lane in qmma's shared-memory ring (QM_U in kernels/qgemv.cu)
+SMEM_RING = 8  # chunks in flight per lane in qmma's shared-memory ring (its QM_U in kernels/qgemv.cu)
 # bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
 CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
 _modules: dict[tuple, object] = {}
@@ -62,8 +63,12 @@ def _has_mma(arch: str) -> bool:
 
 
 def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """NVRTC options: the tensor-core kernel from sm_80 on, with its ring of loads in flight in registers
+    (-DQM_REG_RING) unless ``extra`` asks for the shared-memory ring (-DQM_SMEM_RING, a bench variant)."""
     base = ("-DQG_NO_BF16",) if arch == "sm_75" else ()
-    return base + (("-DQG_MMA",) if _has_mma(arch) else ()) + tuple(extra)
+    if _has_mma(arch):
+        base += ("-DQG_MMA",) if "-DQM_SMEM_RING" in extra else ("-DQG_MMA", "-DQM_REG_RING")
+    return base + tuple(extra)
 
 
 def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = (), source: Path | None = None) -> bytes:
@@ -154,11 +159,12 @@ def mma_warps(tiles: int, k: int, bits: int, device: torch.device) -> int:
 
 
 def mma_smem(warps: int, w: QuantWeight, extra: tuple[str, ...] = ()) -> int:
-    """Dynamic shared memory of one qmma block: per warp, RING slots of 32 lanes x 16 bytes of codes and
-    32 x 4 bytes of scales per group the chunk touches (two when the group does not hold whole chunks)."""
-    if BENCH_SOURCE is not None or "-DQM_REG_RING" in extra:
+    """Dynamic shared memory of one qmma block: none for the default build; with -DQM_SMEM_RING, per warp,
+    its QM_U slots of 32 lanes x 16 bytes of codes and 32 x 4 bytes of scales per group the chunk touches (two
+    when the group does not hold whole chunks)."""
+    if BENCH_SOURCE is not None or "-DQM_SMEM_RING" not in extra:
         return 0
-    ring = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQM_U=")), RING)
+    ring = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQM_U=")), SMEM_RING)
     groups = 1 if w.group_size % tile_chunk(w.bits) == 0 else 2
     return warps * ring * (512 + 128 * groups)
 

@@ -104,7 +104,9 @@ QG_WIDTHS(bf16, __nv_bfloat16, 4)
 // A block owns one tile of 16 rows; its warps split K (chunks interleaved). Each warp keeps QM_U chunks in
 // flight: a ring of weight vectors with their scales (and zero points), refilled QM_U chunks ahead by
 // predicated loads (no branches), and the activations of the next chunk loaded one chunk ahead; group
-// indices come from a float reciprocal (exact, see qm_group). Warps meet in shared memory in a fixed order
+// indices come from a float reciprocal (exact, see qm_group). The ring lives in registers with -DQM_REG_RING,
+// which ninfer.quant.gpu always passes (measured faster on the H200, bench/RESULTS.md); without it, in shared
+// memory through cp.async (slower there; kept with -DQM_RAW as measured variants for bench/quant.py). Warps meet in shared memory in a fixed order
 // (deterministic). Needs group % 32 == 0, K % 64 (int4) / 32 (int8) == 0, 16-bit scales and an integer
 // zero point (or none); everything else takes the kernel above.
 #if defined(QG_MMA)
@@ -112,7 +114,7 @@ QG_WIDTHS(bf16, __nv_bfloat16, 4)
 #if defined(QM_REG_RING)
 #define QM_U 4  // chunks (16-byte weight loads) in flight per lane
 #else
-#define QM_U 8  // keep in step with ninfer.quant.gpu.RING
+#define QM_U 8  // keep in step with ninfer.quant.gpu.SMEM_RING
 #endif
 #endif
 #define QM_MAX_WARPS 16
@@ -370,7 +372,7 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[s][i] = 0.f;
     unsigned zv[QM_U][SV];  // zero points of the chunk's groups (ZP only), in registers
-#if defined(QM_REG_RING)  // variant: the ring in registers (QM_U x 5 registers a lane)
+#if defined(QM_REG_RING)  // the default build: the ring in registers (QM_U x 5 registers a lane)
     uint4 wv[QM_U];
     unsigned sv[QM_U][SV];
     auto fetch = [&](int u, bool p) {  // chunk of the running pointers into ring slot u
