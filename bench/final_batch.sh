@@ -16,6 +16,6 @@ if has quant; then echo "== quant kernels (issue 7)"; timeout 60 python -m pytes
 if has hybrid; then echo "== hybrid reference vs transformers (issue 3)"; timeout 80 python bench/hybrid_reference.py 2>&1 | tee $OUT/hybrid.txt | tail -16; fi
 if has verify; then echo "== verify cost (issue 6)"; timeout 60 python bench/verify_cost.py --layers 16 --shapes qwen3.5-27b --widths ${VERIFY_WIDTHS:-1,4,8,16} --ctx 1024 --json $OUT/verify.json 2>&1 | tail -14; fi
 if has profile; then echo "== decode profile (27B shape, 8 layers)"; timeout 50 python bench/decode_profile.py --shape qwen3.5-27b --layers 8 2>&1 | grep -v "^ninfer: compiling" | head -34; fi
-if has qpipe; then echo "== quant GEMV: qmma default vs NINFER_QMMA_PIPE=1"; for p in 0 1; do NINFER_QMMA_PIPE=$p timeout 50 python bench/quant.py --parts gemv --widths 1,16 --layers 8 2>&1 | grep -v "^ninfer: compiling" | tail -14; done; fi
+if has qpipe; then echo "== quant GEMV A/B (bench/quant.py, previous vs new qmma)"; timeout 50 python bench/quant.py --parts gemv --widths 1,16 --layers 8 2>&1 | grep -v "^ninfer: compiling" | tail -30; fi
 if has kvsplit; then echo "== int4/int8 KV attention at 32K, keys per split A/B"; timeout 60 python bench/kv_attention.py --shapes 8b,27b --ctx 32768 --tokens 1,4 --splits 64,128 2>&1 | grep -v "^ninfer: compiling" | tail -16; fi
 if has qbench; then echo "== quant decode (issue 7)"; timeout 40 python bench/quant.py --layers 16 --peak-gbs 4200 2>&1 | tail -12; fi

@@ -2,8 +2,11 @@
 
 1. GEMV-only (``gemv``): every Linear of L layers in one CUDA graph, batch 1 and verify widths, through
    the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel (``qmma_*``,
-   tiled packing) and the same shapes in bf16 through cuBLAS as the peer. Bytes are what each kernel
-   reads: codes plus scales as it stores them (qgemv: float32 scale and offset; qmma: 16-bit scales).
+   tiled packing; the previous version from bench/quant_legacy_qgemv.cu, the current one with its ring of
+   loads in flight in registers (default) or shared memory (QM_SMEM_RING), and with QM_RAW) and the same
+   shapes in bf16 through cuBLAS as the peer. Bytes
+   are what each kernel reads: codes plus scales as it stores them (qgemv: float32 scale and offset;
+   qmma: 16-bit scales).
 2. Sweep (``sweep``): per matrix shape (copies past L2, ~1 GB), GB/s of qmma for warps per tile x loads
    in flight per lane (QM_U), beside the launcher's default choice.
 3. End to end (``e2e``): a random-weight model of the shape (every Linear in the layers quantised with
@@ -12,6 +15,8 @@
    calls cuBLAS), qgemv vs qmma on the same weights. Step GB = the codes and scales the decode kernel
    reads + dense weights (embedding excepted) + KV + recurrent state; fraction of the copy bandwidth
    measured in the same process.
+4. Profile (``profile``): kernel time per eager decode step of the quantised model (few layers, CUDA
+   graphs off), grouped by kernel, as bench/decode_profile.py does for bf16.
 
     python bench/quant.py --layers 16 --parts gemv,sweep,e2e --e2e-layers 64
 """
@@ -34,6 +39,21 @@ SHAPES = {  # name: (bits, hidden, q_out, kv_out, intermediate, layers, random_m
     "8B W8A16 g128": (8, 4096, 4096, 1024, 14336, 32, "llama3-8b"),
 }
 GROUP = 128
+LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quant_legacy_qgemv.cu")
+
+
+def variant(label: str):
+    """Set ninfer.quant.gpu up for one kernel variant of the A/B (see the module docstring)."""
+    from pathlib import Path
+
+    from ninfer.quant import gpu
+
+    gpu.BENCH_SOURCE = Path(LEGACY) if "previous" in label else None
+    gpu.BENCH_EXTRA = (("-DQM_PIPE",) if "PIPE" in label else ()) + (("-DQM_RAW",) if "RAW" in label else ()) + (
+        ("-DQM_SMEM_RING",) if "shared-memory ring" in label else ())
+
+
+QMMA_VARIANTS = ("qmma previous (881a477)", "qmma new, shared-memory ring", "qmma new, QM_RAW", "qmma new (default)")
 
 
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):
@@ -91,14 +111,12 @@ def gemv_part(name, bits, dims, layers, bw, widths):
     gpu.TILE_BITS = {4, 8}
     for w in ws:
         gpu.prepare(w)
-    for t in widths:
-        sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
-        rows.append(("qmma (tensor cores, new)", t, sec, sum(read_bytes(w) for w in ws)))
-    gpu.PIPE = True
-    for t in widths:
-        sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
-        rows.append(("qmma + QM_PIPE (scales prefetched)", t, sec, sum(read_bytes(w) for w in ws)))
-    gpu.PIPE = False
+    for label in QMMA_VARIANTS:
+        variant(label)
+        for t in widths:
+            sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
+            rows.append((label, t, sec, sum(read_bytes(w) for w in ws)))
+    variant("")
     ws.clear()
     torch.cuda.empty_cache()
     dense = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for n, k in shapes]
@@ -128,7 +146,7 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
         gpu.CONFIG_OVERRIDE.clear()
         res["default"] = nbytes / time_graph(lambda x=x, ws=ws: [gpu.quant_linear(x, w) for w in ws]) / 1e9
         default_w = gpu.mma_warps(tiles, k, bits, x.device)
-        for u in (2, 4, 8):
+        for u in (2, 4, 6):
             extra = () if u == 4 else ("-DQM_BENCH_ONLY", f"-DQM_U={u}")
             for wp in (4, 8, 16):
                 gpu.CONFIG_OVERRIDE[(n, k, bits)] = (wp, extra)
@@ -198,7 +216,9 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
                 if isinstance(t, torch.Tensor) and p != "embed_tokens")
     other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
     results = []
-    for label in ("qgemv (before)", "qmma (new, default)", "qmma (sweep's best per shape)", "qmma + QM_PIPE"):
+    labels = ("qgemv (CUDA cores)",) + tuple(v for v in QMMA_VARIANTS if "RAW" not in v) + (
+        "qmma new, sweep's best per shape",)
+    for label in labels:
         if label.startswith("qmma") and not gpu.TILE_BITS:
             gpu.TILE_BITS = {4, 8}
             for w in quant:
@@ -207,11 +227,11 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
             if not tuned:
                 continue
             gpu.CONFIG_OVERRIDE.update(tuned)
-        gpu.PIPE = "PIPE" in label
+        variant(label)
         runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
         tok_s = decode_speed(runner)
         gpu.CONFIG_OVERRIDE.clear()
-        gpu.PIPE = False
+        variant("")
         nbytes = sum(read_bytes(w) for w in quant) + dense + other
         results.append((label, tok_s, nbytes))
         print(f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | "
@@ -223,6 +243,48 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
     return results
 
 
+def profile_part(name, bits, shape, layers, steps=5):
+    """Kernel time per eager decode step (CUDA graphs off) of the quantised model, grouped by kernel."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from ninfer.quant import gpu
+
+    os.environ["NINFER_CUDA_GRAPHS"] = "0"
+    gpu.TILE_BITS = {4, 8}  # the launcher's default dispatch
+    runner, weights = quant_model(shape, layers, bits)
+    for w in weights.values():
+        if not isinstance(w, torch.Tensor):
+            gpu.prepare(w)
+    vocab = runner.cfg.vocab_size
+    argmax = runner.model.ops.argmax
+    runner.reset()
+    tok = int(argmax(runner.prefill(torch.randint(0, vocab, (512,)).tolist())[None])[0])
+    for _ in range(3):
+        tok = int(argmax(runner.decode(tok)[None])[0])
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            tok = int(argmax(runner.decode(tok)[None])[0])
+        torch.cuda.synchronize()
+    total, count = defaultdict(float), defaultdict(int)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            key = ev.name.split("(")[0][:60]
+            total[key] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+            count[key] += 1
+    all_us = sum(total.values()) / steps
+    print(f"{name} x{layers} layers (eager, ctx 512): {all_us:.0f} us of kernels per step "
+          f"({sum(count.values()) / steps:.0f} kernels)", flush=True)
+    for key, us in sorted(total.items(), key=lambda kv: -kv[1])[:16]:
+        n = count[key] / steps
+        print(f"  {key:60s} {us / steps:8.1f} us {n:6.1f} calls {us / steps / all_us:6.1%}", flush=True)
+    os.environ["NINFER_CUDA_GRAPHS"] = "1"
+    del runner, weights
+    torch.cuda.empty_cache()
+
+
 def main():
     import decode as dec
 
@@ -232,6 +294,7 @@ def main():
     ap.add_argument("--parts", default="gemv,sweep,e2e")
     ap.add_argument("--widths", default="1,4,8,16")
     ap.add_argument("--models", default=",".join(SHAPES))
+    ap.add_argument("--profile-layers", type=int, default=8)
     ap.add_argument("--tuned", default=None, help="JSON file: the sweep writes its best configs, e2e reads them")
     a = ap.parse_args()
     parts = a.parts.split(",")
@@ -265,6 +328,14 @@ def main():
     elif a.tuned and os.path.exists(a.tuned):
         with open(a.tuned) as f:
             tuned = {m: {tuple(key): (wp, tuple(extra)) for key, wp, extra in t} for m, t in json.load(f).items()}
+    if "profile" in parts:
+        for name in models:
+            bits, *_, shape = SHAPES[name]
+            try:
+                profile_part(name, bits, shape, a.profile_layers)
+            except Exception as e:
+                print(f"FAILED profile {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                torch.cuda.empty_cache()
     if "e2e" in parts:
         lay = dict(kv.split("=") for kv in a.e2e_layers.split(","))
         print("| model | layers | GEMV | decode tok/s | step GB | of copy bw | scaled to all layers |\n"

@@ -15,16 +15,21 @@ def fresh_cache(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_86", "sm_89", "sm_90", "sm_120"])
 def test_qgemv_compiles(arch):
+    assert ("-DQM_REG_RING" in gpu.options(arch)) == (arch != "sm_75")  # the register ring is the default build
     cubin = gpu.compile_for(arch, use_cache=False)
     assert cubin[:4] == b"\x7fELF"
     assert [k for k in gpu.kernel_names(arch) if k.encode() + b"\0" not in cubin] == []
     assert (b"qgemv_bf16" in cubin) == (arch != "sm_75")  # Turing serves fp16 only
 
 
-@pytest.mark.parametrize("arch", ["sm_86", "sm_90"])
-def test_qmma_pipelined_variant_compiles(arch):
-    cubin = gpu.compile_for(arch, use_cache=False, extra=("-DQM_PIPE",))
-    assert [k for k in gpu.kernel_names(arch) if k.encode() + b"\0" not in cubin] == []
+@pytest.mark.parametrize("arch,extra", [("sm_86", ("-DQM_RAW",)), ("sm_90", ("-DQM_SMEM_RING",)),
+                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6"))])
+def test_qmma_bench_variants_compile(arch, extra):
+    """bench/quant.py's variants: offsets off by a second mma; the ring in shared memory; more loads in flight."""
+    cubin = gpu.compile_for(arch, use_cache=False, extra=extra)
+    names = gpu.kernel_names(arch) if "-DQM_BENCH_ONLY" not in extra else [
+        gpu.mma_kernel_name(torch.bfloat16, torch.float16, b, False, t) for b in (4, 8) for t in gpu.MMA_WIDTHS]
+    assert [k for k in names if k.encode() + b"\0" not in cubin] == []
 
 
 def test_registered_for_every_gpu_backend():

@@ -126,8 +126,42 @@ def _deq(words, zg, zg8, dt, bits):
     return [pair(words[0], zg, 0), pair(words[0], zg8, 2), pair(words[1], zg, 0), pair(words[1], zg8, 2)]
 
 
-def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarray:
-    """y [T, N] (float64) as the qmma kernel computes it from the tiled bytes, T <= 16."""
+def _raw(words, zg, zg8, dt, bits):
+    """QmDeq::raw and QmDeq::neg: offset codes (exact) and the constant fragment -(offset + z); with the
+    factor of row g + 8's scale (fp16 int4: 1/16). None where the kernel has no raw form (bf16 int8)."""
+    if bits == 8 and dt == "bf16":
+        return None
+    if bits == 4 and dt == "f16":
+        x = words[0]
+        x8 = x >> 8
+        raw = [(x & 0x000F000F) | 0x64006400, (x & 0x00F000F0) | 0x64006400,
+               (x8 & 0x000F000F) | 0x64006400, (x8 & 0x00F000F0) | 0x64006400]
+        n0 = ((0x6400 | zg) * 0x10001).astype(np.uint32) | np.uint32(0x80008000)
+        n8 = (np.float16(-1024.0) - np.float16(16.0) * zg8.astype(np.float16)).view(np.uint16).astype(np.uint32)
+        return raw, [n0, (n8 * 0x10001).astype(np.uint32)] * 2, 1 / 16
+    if bits == 4:
+        x = words[0]
+        raw = [((x >> sh) & 0x000F000F) | 0x43004300 for sh in (0, 4, 8, 12)]
+        return raw, [((0xC300 | zg) * 0x10001).astype(np.uint32), ((0xC300 | zg8) * 0x10001).astype(np.uint32)] * 2, 1.0
+    raw = [_prmt(words[0], 0x64646464, 0x4140), _prmt(words[0], 0x64646464, 0x4342),
+           _prmt(words[1], 0x64646464, 0x4140), _prmt(words[1], 0x64646464, 0x4342)]
+    n0 = ((0x6400 | zg) * 0x10001).astype(np.uint32) | np.uint32(0x80008000)
+    n8 = ((0x6400 | zg8) * 0x10001).astype(np.uint32) | np.uint32(0x80008000)
+    return raw, [n0, n8] * 2, 1.0
+
+
+def _a_matrix(a, dt, g, t):
+    A = np.zeros((16, 16))
+    for r in range(4):  # a[r]: row g + 8 (r % 2), cols 2t + 8 (r // 2) + (0, 1)
+        lo, hi = _halves(np.asarray(a[r], dtype=np.uint32) * np.ones(32, dtype=np.uint32), dt)
+        A[g + 8 * (r % 2), 2 * t + 8 * (r // 2)] = lo
+        A[g + 8 * (r % 2), 2 * t + 8 * (r // 2) + 1] = hi
+    return A
+
+
+def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str, raw: bool = False) -> np.ndarray:
+    """y [T, N] (float64) as the qmma kernel computes it from the tiled bytes, T <= 16; ``raw``: as the
+    -DQM_RAW build does for T <= 8 (offset codes, then a second mma by the constant fragment)."""
     n, k = w.shape
     bits, G = w.bits, w.group_size
     ch = 64 if bits == 4 else 32
@@ -141,6 +175,7 @@ def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarr
     y = np.zeros((T, W32.shape[0] * 16))
     for tile in range(W32.shape[0]):
         acc = np.zeros((16, 16))  # [row, token]
+        s8 = None
         for c in range(k // ch):
             words = [W32[tile, c, :, i] for i in range(4)]
             tmp = np.zeros((16, 16))
@@ -152,12 +187,13 @@ def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarr
                 else:
                     zz = zp.view(np.uint16)[tile, gi, g].astype(np.uint32)
                 for s2 in range(2):
-                    a = _deq(words[2 * h + s2:] if bits == 4 else words[2 * s2:], zz & 0xFF, zz >> 8, dt, bits)
-                    A = np.zeros((16, 16))
-                    for r in range(4):  # a[r]: row g + 8 (r % 2), cols 2t + 8 (r // 2) + (0, 1)
-                        lo, hi = _halves(a[r], dt)
-                        A[g + 8 * (r % 2), 2 * t + 8 * (r // 2)] = lo
-                        A[g + 8 * (r % 2), 2 * t + 8 * (r // 2) + 1] = hi
+                    wd = words[2 * h + s2:] if bits == 4 else words[2 * s2:]
+                    rw = _raw(wd, zz & 0xFF, zz >> 8, dt, bits) if raw and T <= 8 else None  # one token set
+                    if rw is None:
+                        As = [_a_matrix(_deq(wd, zz & 0xFF, zz >> 8, dt, bits), dt, g, t)]
+                    else:
+                        As = [_a_matrix(rw[0], dt, g, t), _a_matrix(rw[1], dt, g, t)]
+                        s8 = rw[2]
                     for tset in range((T + 7) // 8):
                         tok = np.minimum(g + 8 * tset, T - 1)
                         xv = np.stack([xb[tok[i], kk + 8 * t[i]: kk + 8 * t[i] + 8] for i in range(32)])
@@ -167,10 +203,11 @@ def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarr
                             lo, hi = _halves(bw[2 * s2 + r], dt)
                             B[2 * t + 8 * r, g] = lo
                             B[2 * t + 8 * r + 1, g] = hi
-                        tmp[:, 8 * tset: 8 * tset + 8] += A @ B
+                        for A in As:  # the mma adds exact products in float32 (float64 here)
+                            tmp[:, 8 * tset: 8 * tset + 8] += A @ B
                 if h == ch // 32 - 1 or G % ch:
                     s_lo, s_hi = _halves(sp[tile, gi, :], sdt)  # rows 0..7, rows 8..15
-                    s_rows = np.concatenate([s_lo, s_hi])
+                    s_rows = np.concatenate([s_lo, s_hi * (s8 if s8 is not None else 1.0)])
                     acc += s_rows[:, None] * tmp
                     tmp[:] = 0
         y[:, 16 * tile: 16 * tile + 16] = acc[:, :T].T
@@ -180,13 +217,22 @@ def emulate_qmma(w: QuantWeight, x: torch.Tensor, dt: str, sdt: str) -> np.ndarr
 @pytest.mark.parametrize("dt", ["f16", "bf16"])
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 32, False), (4, 64, False), (8, 32, True),
                                             (8, 64, False)])
-@pytest.mark.parametrize("tokens", [1, 3, 11])
-def test_emulated_kernel_equals_reference(dt, bits, group, sym, tokens):
+@pytest.mark.parametrize("tokens,raw", [(1, False), (3, True), (11, False), (11, True)])
+def test_emulated_kernel_equals_reference(dt, bits, group, sym, tokens, raw):
     torch.manual_seed(bits * 100 + group + tokens)
     n, k = 40, 256
     sdt = torch.float16 if dt == "f16" else torch.bfloat16
     w = pack_tiles(quantize_rtn(torch.randn(n, k) * 0.05, bits, group, sym, scale_dtype=sdt))
     x = torch.randn(tokens, k).to(sdt)
     ref = x.double() @ dequantize(w, torch.float64).t()
-    y = emulate_qmma(w, x, dt, dt)
+    y = emulate_qmma(w, x, dt, dt, raw)
     assert np.abs(y - ref.numpy()).max() / np.abs(ref.numpy()).max() < 1e-6
+
+
+@pytest.mark.parametrize("group", [32, 64, 96, 128, 160, 4096])
+def test_group_index_by_float_reciprocal_is_exact(group):
+    """qm_group in kernels/qgemv.cu: floor(kk / (G / 32)) as float32 (kk + 0.5) * (32 / G), rounded to zero."""
+    kk = np.arange(0, 1 << 16, dtype=np.int64)  # K up to 2M
+    rg = np.float32(32.0) / np.float32(group)
+    got = ((kk.astype(np.float32) + np.float32(0.5)) * rg).astype(np.float32).astype(np.int64)
+    assert np.array_equal(got, kk // (group // 32))

@@ -157,22 +157,56 @@ def test_tensor_core_kernel_act_order_and_graph_capture():
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("bits,group,sym", [(4, 32, False), (4, 128, True), (8, 32, True), (8, 128, False)])
+@pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 96, False), (8, 128, False), (8, 96, True)])
+@pytest.mark.parametrize("warps", [1, 3, 5, 7])
 @pytest.mark.parametrize("tokens", [1, 12])
-def test_pipelined_variant_matches_float32(dtype, bits, group, sym, tokens):
-    """NINFER_QMMA_PIPE (-DQM_PIPE: scales prefetched with the weights, groups by shift) on the same checks."""
+def test_tensor_core_kernel_ring_and_tail(dtype, bits, group, sym, warps, tokens):
+    """Long rows (60 int4 / 120 int8 chunks) over 1, 3, 5, 7 warps: every warp runs full rounds of its ring of
+    QM_U loads in flight and a tail of each length; groups whole chunks (128) and straddling them (96)."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
 
-    q = _tiled_case(1000, 1536, bits, group, sym, torch.float16, tokens)
-    x = torch.randn(tokens, 1536, device="cuda").to(dtype)
-    ref = x.float() @ dequantize(q).t()
-    tile_bits, pipe = gpu.TILE_BITS, gpu.PIPE
+    n, k = 200, 3840
+    q = _tiled_case(n, k, bits, group, sym, torch.float16, warps + tokens)
+    tile_bits = gpu.TILE_BITS
     try:
-        gpu.TILE_BITS, gpu.PIPE = {4, 8}, True
+        gpu.TILE_BITS = {4, 8}
+        gpu.prepare(q)
+        x = torch.randn(tokens, k, device="cuda").to(dtype)
+        ref = x.float() @ dequantize(q).t()
+        gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, ())
         y = gpu.quant_linear(x, q)
     finally:
-        gpu.TILE_BITS, gpu.PIPE = tile_bits, pipe
+        gpu.CONFIG_OVERRIDE.clear()
+        gpu.TILE_BITS = tile_bits
     assert q.packing == "tiles16"
     err = (y.float() - ref).norm() / ref.norm()
     assert err < (1e-3 if dtype == torch.float16 else 1e-2), float(err)
+
+
+@pytest.mark.parametrize("extra", [("-DQM_RAW",), ("-DQM_SMEM_RING",), ("-DQM_BENCH_ONLY", "-DQM_U=2"),
+                                   ("-DQM_BENCH_ONLY", "-DQM_U=6")])
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("tokens", [1, 12])
+def test_bench_variants_match_float32(extra, bits, tokens):
+    """bench/quant.py's kernel variants (offsets off by a second mma; the ring in shared memory; 2 or 6 chunks
+    in flight per lane) on the same checks: bf16 activations, fp16 scales, symmetric (as -DQM_BENCH_ONLY builds)."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    n, k = 1000, 3840
+    q = _tiled_case(n, k, bits, 128, True, torch.float16, tokens)
+    x = torch.randn(tokens, k, device="cuda").to(torch.bfloat16)
+    ref = x.float() @ dequantize(q).t()
+    tile_bits = gpu.TILE_BITS
+    try:
+        gpu.TILE_BITS = {4, 8}
+        gpu.prepare(q)
+        gpu.CONFIG_OVERRIDE[(n, k, bits)] = (4, extra)
+        y = gpu.quant_linear(x, q)
+    finally:
+        gpu.CONFIG_OVERRIDE.clear()
+        gpu.TILE_BITS = tile_bits
+    assert q.packing == "tiles16"
+    err = (y.float() - ref).norm() / ref.norm()
+    assert err < 1e-2, float(err)

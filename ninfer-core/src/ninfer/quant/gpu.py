@@ -2,7 +2,7 @@
 it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16).
 
 Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zero point, 16-bit
-scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; by default int4 only, see TILE_BITS) is
+scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; see TILE_BITS) is
 repacked once into 16-row tiles
 (:func:`prepare`, called at load; ``layout.pack_tiles``) and served by ``qmma_*``: fp16/bf16 MMAs of
 exact (u - z) codes, float32 accumulation, one block per tile with its warps splitting K. Everything
@@ -31,14 +31,20 @@ BACKENDS = {"sm75": (torch.float16,), "sm86": (torch.bfloat16, torch.float16), "
 _SUFFIX = {torch.float16: "f16", torch.bfloat16: "bf16"}
 MMA_WIDTHS = (8, 16)  # qmma_*_t8 serves 1..8 tokens, _t16 9..16
 MMA_MAX_WARPS = 16
+# Warps per SM the launcher plans qmma's grid for (mma_warps); ptxas gives the 1..8-token kernels ~64-76
+# registers a thread (~24-32 warps an SM); 32 matched the per-shape sweep's best warps on the H200.
+RESIDENT_WARPS = 32
 # Which weights get the tiled packing and the tensor-core kernel, by bits. Measured on the H200 (bench/RESULTS.md,
-# 2026-12-02, issue 7): qmma beats qgemv for int4 at every width, for int8 only from 4 tokens on (at 1 token it
-# was 17 % slower), so int8 stays on qgemv by default. NINFER_QMMA=all tiles int8 too, NINFER_QMMA=0 neither.
-TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "all": {4, 8}}.get(
-    os.environ.get("NINFER_QMMA", "int4"), {4})
-# NINFER_QMMA_PIPE=1: the qmma variant that prefetches scales with the weights and finds groups by shift
-# (-DQM_PIPE; power-of-two groups only). Correct by the GPU tests' design, NOT yet measured: off by default.
-PIPE = os.environ.get("NINFER_QMMA_PIPE", "0") not in ("0", "false", "off", "")
+# 2026-12-02, issue 7, session 3): qmma beats qgemv for int4 and int8 at every width (int8 at 1 token: 0.655 vs
+# 0.605 of copy bandwidth), so both take it. NINFER_QMMA=int4 keeps int8 on qgemv, NINFER_QMMA=0 both.
+TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "int4": {4}}.get(
+    os.environ.get("NINFER_QMMA", "all"), {4, 8})
+# bench/quant.py's A/B and the GPU tests: another source for the tiled kernels (the previous qmma,
+# bench/quant_legacy_qgemv.cu) and extra -D options for every tiled launch (-DQM_SMEM_RING: the ring of loads in
+# flight in shared memory instead of registers; -DQM_RAW: offsets off by a second mma). Not for use.
+BENCH_SOURCE: Path | None = None
+BENCH_EXTRA: tuple[str, ...] = tuple(os.environ.get("NINFER_QMMA_EXTRA", "").split())
+SMEM_RING = 8  # chunks in flight per lane in qmma's shared-memory ring (its QM_U in kernels/qgemv.cu)
 # bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
 CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
 _modules: dict[tuple, object] = {}
@@ -57,15 +63,20 @@ def _has_mma(arch: str) -> bool:
 
 
 def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """NVRTC options: the tensor-core kernel from sm_80 on, with its ring of loads in flight in registers
+    (-DQM_REG_RING) unless ``extra`` asks for the shared-memory ring (-DQM_SMEM_RING, a bench variant)."""
     base = ("-DQG_NO_BF16",) if arch == "sm_75" else ()
-    return base + (("-DQG_MMA",) if _has_mma(arch) else ()) + tuple(extra)
+    if _has_mma(arch):
+        base += ("-DQG_MMA",) if "-DQM_SMEM_RING" in extra else ("-DQG_MMA", "-DQM_REG_RING")
+    return base + tuple(extra)
 
 
-def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = ()) -> bytes:
-    """The cubin for ``arch`` ('sm_90'); needs no GPU. ``extra``: more -D options (bench variants)."""
+def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = (), source: Path | None = None) -> bytes:
+    """The cubin for ``arch`` ('sm_90'); needs no GPU. ``extra``: more -D options, ``source``: another .cu
+    (bench variants)."""
     from ..kernels.nvrtc import compile_cubin
 
-    cubin, _ = compile_cubin(SOURCE.read_text(), "ninfer_qgemv", arch, options(arch, extra),
+    cubin, _ = compile_cubin((source or SOURCE).read_text(), "ninfer_qgemv", arch, options(arch, extra),
                              include_dirs=(_include_dir(),), use_cache=use_cache, progress=False)
     return cubin
 
@@ -83,15 +94,16 @@ def kernel_names(arch: str) -> list[str]:
     return names
 
 
-def _module(device: torch.device, extra: tuple[str, ...] = ()):
+def _module(device: torch.device, extra: tuple[str, ...] = (), source: Path | None = None):
     from ..kernels.launch import Module
 
     idx = device.index if device.index is not None else torch.cuda.current_device()
     with _lock:
-        if (idx, extra) not in _modules:
+        if (idx, extra, source) not in _modules:
             major, minor = torch.cuda.get_device_capability(idx)
-            _modules[idx, extra] = Module(compile_for(f"sm_{major}{minor}", extra=extra), idx, label="ninfer-qgemv")
-    return _modules[idx, extra]
+            _modules[idx, extra, source] = Module(compile_for(f"sm_{major}{minor}", extra=extra, source=source), idx,
+                                                  label="ninfer-qgemv")
+    return _modules[idx, extra, source]
 
 
 def tiles_cover(w: QuantWeight, device: torch.device) -> bool:
@@ -135,15 +147,26 @@ def prepare(w: QuantWeight) -> QuantWeight:
 
 def mma_warps(tiles: int, k: int, bits: int, device: torch.device) -> int:
     """Warps per tile (they split K): as many as keep every block of the grid resident at once
-    (~32 warps an SM), at least 4, at most 16, and no more than the chunks of a row."""
+    (RESIDENT_WARPS an SM), at least 4, at most 16, and no more than the chunks of a row."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
     if idx not in _sms:
         _sms[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    room = _sms[idx] * 32
+    room = _sms[idx] * RESIDENT_WARPS
     w = 16
     while w > 4 and tiles * w > room:
         w //= 2
     return max(1, min(w, k // tile_chunk(bits)))
+
+
+def mma_smem(warps: int, w: QuantWeight, extra: tuple[str, ...] = ()) -> int:
+    """Dynamic shared memory of one qmma block: none for the default build; with -DQM_SMEM_RING, per warp,
+    its QM_U slots of 32 lanes x 16 bytes of codes and 32 x 4 bytes of scales per group the chunk touches (two
+    when the group does not hold whole chunks)."""
+    if BENCH_SOURCE is not None or "-DQM_SMEM_RING" not in extra:
+        return 0
+    ring = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQM_U=")), SMEM_RING)
+    groups = 1 if w.group_size % tile_chunk(w.bits) == 0 else 2
+    return warps * ring * (512 + 128 * groups)
 
 
 def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
@@ -190,11 +213,13 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         sp, zp = tile_params(w)
         tiles = -(-n // TILE_ROWS)
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
-        if PIPE and w.group_size & (w.group_size - 1) == 0:
-            extra = tuple(extra) + ("-DQM_PIPE",)
+        extra = tuple(extra) + BENCH_EXTRA
         name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, 8 if t <= 8 else 16)
-        _module(x.device, extra)[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size,
-                                       t)
+        kernel = _module(x.device, extra, BENCH_SOURCE)[name]
+        smem = mma_smem(warps, w, extra)
+        if smem > 48 * 1024:
+            kernel.set_max_dynamic_smem(smem)
+        kernel((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, t, smem=smem)
         return y.view(*x.shape[:-1], n)
     s, o = gpu_params(w)
     nt = _width(t)

@@ -97,26 +97,88 @@ QG_WIDTHS(bf16, __nv_bfloat16, 4)
 // ---------------------------------------------------------------------------------------------------------
 // Tensor-core GEMV/GEMM for decode and verify (sm_80+): weights repacked at load into 16-row tiles
 // (ninfer.quant.layout.pack_tiles), one 16-byte load per lane holds the A fragments of 4 (int4) or 2 (int8)
-// mma.m16n8k16 steps. Codes become exact small integers (u - z) in fp16/bf16 with bit tricks (int4: lop3
-// with the 0x6400 / 0x4300 exponent, no int->float conversion; int8: prmt), the MMA multiplies them by up
-// to 8 tokens' activations (B fragment, column = token) into float32, and each group's partial sum is
-// scaled by its float scale in float32 (no half-precision accumulation anywhere). A block owns one tile
-// of 16 rows; its warps split K (chunks interleaved) with QM_U loads in flight per lane, and meet in
-// shared memory in a fixed order (deterministic). Needs group % 32 == 0, K % 64 (int4) / 32 (int8) == 0,
-// 16-bit scales and an integer zero point (or none); everything else takes the kernel above.
+// mma.m16n8k16 steps. Codes become exact small integers (u - z) in fp16/bf16 with bit tricks (int4: one lop3
+// with the 0x6400 / 0x4300 exponent, then one fp16x2/bf16x2 subtract, no int->float conversion; int8: prmt),
+// the MMA multiplies them by up to 8 tokens' activations (B fragment, column = token) into float32, and each
+// group's partial sum is scaled by its float scale in float32 (no half-precision accumulation anywhere).
+// A block owns one tile of 16 rows; its warps split K (chunks interleaved). Each warp keeps QM_U chunks in
+// flight: a ring of weight vectors with their scales (and zero points), refilled QM_U chunks ahead by
+// predicated loads (no branches), and the activations of the next chunk loaded one chunk ahead; group
+// indices come from a float reciprocal (exact, see qm_group). The ring lives in registers with -DQM_REG_RING,
+// which ninfer.quant.gpu always passes (measured faster on the H200, bench/RESULTS.md); without it, in shared
+// memory through cp.async (slower there; kept with -DQM_RAW as measured variants for bench/quant.py). Warps meet in shared memory in a fixed order
+// (deterministic). Needs group % 32 == 0, K % 64 (int4) / 32 (int8) == 0, 16-bit scales and an integer
+// zero point (or none); everything else takes the kernel above.
 #if defined(QG_MMA)
 #ifndef QM_U
-#define QM_U 4  // 16-byte weight loads in flight per lane
+#if defined(QM_REG_RING)
+#define QM_U 4  // chunks (16-byte weight loads) in flight per lane
+#else
+#define QM_U 8  // keep in step with ninfer.quant.gpu.SMEM_RING
+#endif
 #endif
 #define QM_MAX_WARPS 16
+#if defined(QM_RAW)  // variant: offsets and zero points off by a second mma (see qmma)
+#define defined_QM_RAW true
+#else
+#define defined_QM_RAW false
+#endif
 
 namespace ninfer {
 
-__device__ __forceinline__ uint4 qm_load(const uint4 *p) {
+// Predicated loads: when p is false nothing is read and the destination keeps its value (always finite here).
+__device__ __forceinline__ void qm_load_w(uint4 &v, const uint4 *ptr, bool p) {  // streamed weights
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
+                 "@q ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n\t}"
+                 : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w) : "l"(ptr), "r"((int)p));
+}
+
+__device__ __forceinline__ void qm_load_x(uint4 &v, const uint4 *ptr, bool p) {  // activations: kept in L1
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %5, 0;\n\t"
+                 "@q ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];\n\t}"
+                 : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w) : "l"(ptr), "r"((int)p));
+}
+
+__device__ __forceinline__ void qm_load_s(unsigned &v, const unsigned *ptr, bool p) {  // scales
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u32 %0, [%1];\n\t}"
+                 : "+r"(v) : "l"(ptr), "r"((int)p));
+}
+
+__device__ __forceinline__ void qm_load_z(unsigned &v, const unsigned short *ptr, bool p) {  // zero points
+    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %2, 0;\n\t@q ld.global.nc.u16 %0, [%1];\n\t}"
+                 : "+r"(v) : "l"(ptr), "r"((int)p));
+}
+
+// Asynchronous copies global -> shared memory, 16 bytes (weights, past L1, 256-byte L2 prefetch) or 4 (scales);
+// when p is false nothing is read (src-size 0: ptr may point past the tensor) and the destination is zero-filled.
+__device__ __forceinline__ void qm_cp16(unsigned dst, const void *ptr, bool p) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" :: "r"(dst), "l"(ptr), "r"(p ? 16 : 0));
+}
+__device__ __forceinline__ void qm_cp4(unsigned dst, const void *ptr, bool p) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(dst), "l"(ptr), "r"(p ? 4 : 0));
+}
+__device__ __forceinline__ void qm_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void qm_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N)); }
+__device__ __forceinline__ uint4 qm_lds16(unsigned a) {
     uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
     return v;
+}
+__device__ __forceinline__ unsigned qm_lds4(unsigned a) {
+    unsigned v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+    return v;
+}
+
+// Group of the 32-k half kk (k = 32 kk), G = 32 gpk: floor(kk / gpk) = floor((kk + 0.5) * (1 / gpk)). The
+// quotient (kk + 0.5) / gpk is at least 0.5 / gpk from an integer and the float error is below
+// 2^-23 (kk + 0.5) / gpk, so the rounding down is exact while kk < 2^21 (K < 2^26). kf = kk + 0.5.
+__device__ __forceinline__ int qm_group(float kf, float rg) { return __float2int_rz(kf * rg); }
+
+__device__ __forceinline__ unsigned lop_or(unsigned a, unsigned mask, unsigned c) {  // (a & mask) | c
+    unsigned d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(c));
+    return d;
 }
 
 __device__ __forceinline__ unsigned f16x2_sub(unsigned a, unsigned b) {
@@ -155,43 +217,73 @@ __device__ __forceinline__ void qm_mma(float (&d)[4], const unsigned (&a)[4], un
 
 // A fragment registers of one mma step: a[0], a[2] hold row g (two k each), a[1], a[3] row g + 8.
 // zz = z_g | z_{g+8} << 8, the zero points of the two rows in this group.
+// step(): exact (u - z). raw() (where RAW): the codes with their exponent bits only, exact offset values
+// c + u (row g + 8 of fp16 int4: c + 16 u, hence its scale times S8 = 1/16), one lop3 / prmt a register;
+// the offset and the zero point come off through a second mma of the same activations by the constant
+// fragment neg = -(c + z) (exact), in float32: one mma instead of four half-precision subtractions.
 template <typename T, int BITS> struct QmDeq;
 
 template <> struct QmDeq<__half, 4> {  // word nibbles (n0..n7) = rows (g, g+8, g, g+8, g, g+8, g, g+8)
-    unsigned zg, mg8;                  // half2 1024 + z_g; half2 -(64 + z_{g+8})
+    static constexpr bool RAW = true;
+    static constexpr float S8 = 0.0625f;
+    unsigned zg, mg8, neg[4];          // half2 1024 + z_g; half2 -(64 + z_{g+8}); -(1024 + z_g), -(1024 + 16 z_{g+8})
     __device__ __forceinline__ void init(unsigned zz) {
         zg = (0x6400u | (zz & 0xFFu)) * 0x10001u;
         mg8 = (unsigned)__half_as_ushort(__float2half_rn(-64.f - (float)(zz >> 8))) * 0x10001u;
+        neg[0] = neg[2] = zg | 0x80008000u;
+        neg[1] = neg[3] = (unsigned)__half_as_ushort(__float2half_rn(-1024.f - 16.f * (float)(zz >> 8))) * 0x10001u;
     }
     __device__ __forceinline__ void step(const unsigned *w, unsigned (&a)[4]) const {
-        const unsigned x = w[0], x8 = x >> 8;
-        a[0] = f16x2_sub((x & 0x000F000Fu) | 0x64006400u, zg);  // 1024 + n - (1024 + z)
-        a[1] = f16x2_fma((x & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, mg8);  // (1024 + 16n) / 16 - (64 + z)
-        a[2] = f16x2_sub((x8 & 0x000F000Fu) | 0x64006400u, zg);
-        a[3] = f16x2_fma((x8 & 0x00F000F0u) | 0x64006400u, 0x2C002C00u, mg8);
+        const unsigned x = w[0], x8 = x >> 8, e = 0x64006400u;
+        a[0] = f16x2_sub(lop_or(x, 0x000F000Fu, e), zg);                  // 1024 + n - (1024 + z)
+        a[1] = f16x2_fma(lop_or(x, 0x00F000F0u, e), 0x2C002C00u, mg8);    // (1024 + 16n) / 16 - (64 + z)
+        a[2] = f16x2_sub(lop_or(x8, 0x000F000Fu, e), zg);
+        a[3] = f16x2_fma(lop_or(x8, 0x00F000F0u, e), 0x2C002C00u, mg8);
+    }
+    __device__ __forceinline__ void raw(const unsigned *w, unsigned (&a)[4]) const {
+        const unsigned x = w[0], x8 = x >> 8, e = 0x64006400u;
+        a[0] = lop_or(x, 0x000F000Fu, e);  // 1024 + n
+        a[1] = lop_or(x, 0x00F000F0u, e);  // 1024 + 16 n
+        a[2] = lop_or(x8, 0x000F000Fu, e);
+        a[3] = lop_or(x8, 0x00F000F0u, e);
     }
 };
 
 template <> struct QmDeq<__nv_bfloat16, 4> {  // bf16 has 7 mantissa bits: every nibble is moved to bit 0
-    unsigned ng, ng8;                          // bf16x2 -(128 + z)
+    static constexpr bool RAW = true;
+    static constexpr float S8 = 1.f;
+    unsigned ng, ng8, neg[4];                  // bf16x2 -(128 + z)
     __device__ __forceinline__ void init(unsigned zz) {
         ng = (0xC300u | (zz & 0xFFu)) * 0x10001u;
         ng8 = (0xC300u | (zz >> 8)) * 0x10001u;
+        neg[0] = neg[2] = ng;
+        neg[1] = neg[3] = ng8;
     }
     __device__ __forceinline__ void step(const unsigned *w, unsigned (&a)[4]) const {
-        const unsigned x = w[0];
-        a[0] = bf16x2_fma((x & 0x000F000Fu) | 0x43004300u, 0x3F803F80u, ng);  // (128 + n) * 1 - (128 + z)
-        a[1] = bf16x2_fma(((x >> 4) & 0x000F000Fu) | 0x43004300u, 0x3F803F80u, ng8);
-        a[2] = bf16x2_fma(((x >> 8) & 0x000F000Fu) | 0x43004300u, 0x3F803F80u, ng);
-        a[3] = bf16x2_fma(((x >> 12) & 0x000F000Fu) | 0x43004300u, 0x3F803F80u, ng8);
+        const unsigned x = w[0], e = 0x43004300u, m = 0x000F000Fu, one = 0x3F803F80u;
+        a[0] = bf16x2_fma(lop_or(x, m, e), one, ng);  // (128 + n) * 1 - (128 + z)
+        a[1] = bf16x2_fma(lop_or(x >> 4, m, e), one, ng8);
+        a[2] = bf16x2_fma(lop_or(x >> 8, m, e), one, ng);
+        a[3] = bf16x2_fma(lop_or(x >> 12, m, e), one, ng8);
+    }
+    __device__ __forceinline__ void raw(const unsigned *w, unsigned (&a)[4]) const {
+        const unsigned x = w[0], e = 0x43004300u, m = 0x000F000Fu;
+        a[0] = lop_or(x, m, e);  // 128 + n
+        a[1] = lop_or(x >> 4, m, e);
+        a[2] = lop_or(x >> 8, m, e);
+        a[3] = lop_or(x >> 12, m, e);
     }
 };
 
 template <> struct QmDeq<__half, 8> {  // word bytes = (g, k), (g, k+1), (g+8, k), (g+8, k+1)
-    unsigned zg, zg8;                  // half2 1024 + z
+    static constexpr bool RAW = true;
+    static constexpr float S8 = 1.f;
+    unsigned zg, zg8, neg[4];          // half2 1024 + z; -(1024 + z)
     __device__ __forceinline__ void init(unsigned zz) {
         zg = (0x6400u | (zz & 0xFFu)) * 0x10001u;
         zg8 = (0x6400u | (zz >> 8)) * 0x10001u;
+        neg[0] = neg[2] = zg | 0x80008000u;
+        neg[1] = neg[3] = zg8 | 0x80008000u;
     }
     __device__ __forceinline__ void step(const unsigned *w, unsigned (&a)[4]) const {
         a[0] = f16x2_sub(__byte_perm(w[0], 0x64646464u, 0x4140), zg);
@@ -199,10 +291,19 @@ template <> struct QmDeq<__half, 8> {  // word bytes = (g, k), (g, k+1), (g+8, k
         a[2] = f16x2_sub(__byte_perm(w[1], 0x64646464u, 0x4140), zg);
         a[3] = f16x2_sub(__byte_perm(w[1], 0x64646464u, 0x4342), zg8);
     }
+    __device__ __forceinline__ void raw(const unsigned *w, unsigned (&a)[4]) const {
+        a[0] = __byte_perm(w[0], 0x64646464u, 0x4140);  // 1024 + u
+        a[1] = __byte_perm(w[0], 0x64646464u, 0x4342);
+        a[2] = __byte_perm(w[1], 0x64646464u, 0x4140);
+        a[3] = __byte_perm(w[1], 0x64646464u, 0x4342);
+    }
 };
 
 template <> struct QmDeq<__nv_bfloat16, 8> {  // through float32 2^23 + u, exact, then the top halves
+    static constexpr bool RAW = false;           // 0..255 has no exact one-instruction bf16 form
+    static constexpr float S8 = 1.f;
     float fg, fg8;                             // 2^23 + z
+    unsigned neg[4];
     __device__ __forceinline__ void init(unsigned zz) {
         fg = 8388608.f + (float)(zz & 0xFFu);
         fg8 = 8388608.f + (float)(zz >> 8);
@@ -218,142 +319,206 @@ template <> struct QmDeq<__nv_bfloat16, 8> {  // through float32 2^23 + u, exact
         a[2] = pair(w[1], fg, 0);
         a[3] = pair(w[1], fg8, 2);
     }
+    __device__ __forceinline__ void raw(const unsigned *w, unsigned (&a)[4]) const { step(w, a); }
 };
 
 __device__ __forceinline__ float qm_scale(unsigned v, const __half *) { return __half2float(__ushort_as_half(v)); }
 __device__ __forceinline__ float qm_scale(unsigned v, const __nv_bfloat16 *) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float qm_scale_hi(unsigned v, const __half *) {
+    return __half2float(__ushort_as_half(v >> 16));
+}
+__device__ __forceinline__ float qm_scale_hi(unsigned v, const __nv_bfloat16 *) {
+    return __uint_as_float(v & 0xFFFF0000u);
+}
 
 // Wp: tiles x (K / CHUNK) x 32 lanes of uint4; Sp: tiles x groups x 8 of (s_g | s_{g+8} << 16);
 // Zp: tiles x groups x 8 of (z_g | z_{g+8} << 8) (ZP only). NSET token sets of 8 (NT = 8 or 16).
-template <typename T, typename ST, int BITS, bool ZP, int NSET>
+// MERGE: both halves of a chunk in one group (group % CHUNK == 0): one scale word and one flush per chunk.
+template <typename T, typename ST, int BITS, bool ZP, int NSET, bool MERGE>
 __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                      const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                      const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G,
                                      int ntok) {
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
-    constexpr int HALVES = CHUNK / 32;         // a half: 32 k, two mma steps, one scale flush at most
+    constexpr int HALVES = CHUNK / 32;         // a half: 32 k, two mma steps, one 16-byte activation load
+    constexpr int SV = MERGE ? 1 : HALVES;     // scale words (groups) per chunk
+    // -DQM_RAW, one token set: offsets and zero points off by a second mma (QmDeq::raw) instead of subtracted per
+    // code (measured slower for int4 at 1 token on the H200, bench/RESULTS.md)
+    constexpr bool RAW = QmDeq<T, BITS>::RAW && NSET == 1 && defined_QM_RAW;
     constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
-    __shared__ float red[QM_MAX_WARPS][NSET * 4][32];
+#if defined(QM_REG_RING)
+    __shared__ float red_s[QM_MAX_WARPS][NSET * 4][32];
+#endif
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x;
     const int nchunk = K / CHUNK, ng = K / G;
-    const bool merge = (G % CHUNK) == 0;  // both halves of a chunk in one group: one flush per chunk
-    const uint4 *Wt = Wp + (i64)tile * nchunk * 32 + lane;
+    const int mine = warp < nchunk ? (nchunk - 1 - warp) / warps + 1 : 0;  // chunks warp, warp + warps, ...
+    // running pointers of the next chunk to fetch (weights, scales) and to load activations for
+    const uint4 *wf = Wp + ((i64)tile * nchunk + warp) * 32 + lane;
+    const i64 wstep = (i64)warps * 32;
     const unsigned *St = Sp + (i64)tile * ng * 8 + g;
-    const unsigned short *Zt = Zp + (i64)tile * ng * 8 + g;
-    const uint4 *xr[NSET];
+    const unsigned short *Zt = ZP ? Zp + (i64)tile * ng * 8 + g : nullptr;
+    const float rg = 32.f / (float)G, kstep = (float)(warps * HALVES);
+    float kf = (float)(warp * HALVES) + 0.5f;  // qm_group's kk + 0.5 of the next chunk to fetch
+    const uint4 *xf[NSET];
 #pragma unroll
     for (int s = 0; s < NSET; s++)  // the B column of this lane is token g (+ 8); past ntok it repeats the last
-        xr[s] = reinterpret_cast<const uint4 *>(x + (i64)min(g + 8 * s, ntok - 1) * K + 8 * t);
+        xf[s] = reinterpret_cast<const uint4 *>(x + (i64)min(g + 8 * s, ntok - 1) * K + 8 * t) + warp * (CHUNK / 8);
+    const int xstep = warps * (CHUNK / 8);
     float acc[NSET][4];
 #pragma unroll
     for (int s = 0; s < NSET; s++)
 #pragma unroll
         for (int i = 0; i < 4; i++) acc[s][i] = 0.f;
-    const int stride = warps;
+    unsigned zv[QM_U][SV];  // zero points of the chunk's groups (ZP only), in registers
+#if defined(QM_REG_RING)  // the default build: the ring in registers (QM_U x 5 registers a lane)
     uint4 wv[QM_U];
-#if defined(QM_PIPE)
-    // Variant (not yet measured on a GPU): the group index by shift (G a power of two, the launcher checks) and
-    // each chunk's scales / zero points fetched with its weights, QM_U chunks ahead, off the critical path.
-    const int gsh = __ffs(G) - 1;
-    unsigned sv[QM_U][HALVES], zv[QM_U][HALVES];
-#define QM_FETCH(u, c)                                                          \
-    {                                                                           \
-        wv[u] = qm_load(Wt + (i64)(c) * 32);                                    \
-        _Pragma("unroll") for (int h_ = 0; h_ < HALVES; h_++) {                 \
-            const int g_ = ((c) * CHUNK + 32 * h_) >> gsh;                       \
-            sv[u][h_] = __ldg(St + g_ * 8);                                     \
-            zv[u][h_] = ZP ? (unsigned)__ldg(Zt + g_ * 8) : ZSYM;               \
-        }                                                                       \
+    unsigned sv[QM_U][SV];
+    auto fetch = [&](int u, bool p) {  // chunk of the running pointers into ring slot u
+        qm_load_w(wv[u], wf, p);
+#pragma unroll
+        for (int h = 0; h < SV; h++) {
+            const unsigned gi = (unsigned)qm_group(h ? kf + (float)h : kf, rg);
+            qm_load_s(sv[u][h], St + gi * 8u, p);
+            if (ZP) qm_load_z(zv[u][h], Zt + gi * 8u, p);
+        }
+        wf += wstep;
+        kf += kstep;
+    };
+    auto take = [&](int u, unsigned (&words)[4], unsigned (&cs)[SV]) {
+        words[0] = wv[u].x, words[1] = wv[u].y, words[2] = wv[u].z, words[3] = wv[u].w;
+#pragma unroll
+        for (int h = 0; h < SV; h++) cs[h] = sv[u][h];
+    };
+#pragma unroll
+    for (int u = 0; u < QM_U; u++) {
+        wv[u] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int h = 0; h < SV; h++) sv[u][h] = 0;
     }
-#else
-#define QM_FETCH(u, c) wv[u] = qm_load(Wt + (i64)(c) * 32);
+#else  // the ring in shared memory, filled by cp.async: no registers held by loads in flight
+    // dynamic shared memory: warps x QM_U slots x 32 lanes x 16 bytes of codes, then warps x QM_U x SV x 32 scale
+    // words; each lane reads back only what it copied itself (its own cp.async groups, no barrier)
+    extern __shared__ uint4 qm_smem[];
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(qm_smem);
+    const unsigned sw = sbase + (unsigned)((warp * QM_U * 32 + lane) * 16);
+    const unsigned ss = sbase + (unsigned)(warps * QM_U * 512 + (warp * QM_U * SV * 32 + lane) * 4);
+    auto fetch = [&](int u, bool p) {
+        qm_cp16(sw + u * 512, wf, p);
+#pragma unroll
+        for (int h = 0; h < SV; h++) {
+            const unsigned gi = (unsigned)qm_group(h ? kf + (float)h : kf, rg);
+            qm_cp4(ss + (u * SV + h) * 128, St + gi * 8u, p);
+            if (ZP) qm_load_z(zv[u][h], Zt + gi * 8u, p);
+        }
+        qm_commit();
+        wf += wstep;
+        kf += kstep;
+    };
+    auto take = [&](int u, unsigned (&words)[4], unsigned (&cs)[SV]) {
+        qm_wait<QM_U - 1>();  // this lane's copies of chunk i are done (QM_U - 1 younger groups may be pending)
+        const uint4 v = qm_lds16(sw + u * 512);
+        words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+#pragma unroll
+        for (int h = 0; h < SV; h++) cs[h] = qm_lds4(ss + (u * SV + h) * 128);
+    };
 #endif
 #pragma unroll
     for (int u = 0; u < QM_U; u++)
-        if (warp + u * stride < nchunk) QM_FETCH(u, warp + u * stride)
-    for (int c0 = warp; c0 < nchunk; c0 += QM_U * stride) {
 #pragma unroll
-        for (int u = 0; u < QM_U; u++) {
-            const int c = c0 + u * stride;
-            if (c < nchunk) {
-                const uint4 cur = wv[u];
-#if defined(QM_PIPE)
-                unsigned cs[HALVES], cz[HALVES];
+        for (int h = 0; h < SV; h++) zv[u][h] = ZSYM;
+    uint4 xv[NSET][HALVES];
+    auto load_x = [&](bool p) {  // activations of the next chunk
 #pragma unroll
-                for (int h = 0; h < HALVES; h++) cs[h] = sv[u][h], cz[h] = zv[u][h];
-#endif
-                if (c + QM_U * stride < nchunk) QM_FETCH(u, c + QM_U * stride)
-                const unsigned words[4] = {cur.x, cur.y, cur.z, cur.w};
-                float tmp[NSET][4];
+        for (int s = 0; s < NSET; s++) {
 #pragma unroll
-                for (int s = 0; s < NSET; s++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) tmp[s][i] = 0.f;
-#pragma unroll
-                for (int h = 0; h < HALVES; h++) {
-                    const int k = c * CHUNK + 32 * h;
-#if !defined(QM_PIPE)
-                    const int gi = k / G;
-#endif
-                    uint4 xv[NSET];
-#pragma unroll
-                    for (int s = 0; s < NSET; s++) xv[s] = __ldg(xr[s] + k / 8);
-                    QmDeq<T, BITS> dq;
-#if defined(QM_PIPE)
-                    dq.init(cz[h]);
-#else
-                    dq.init(ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM);
-#endif
-#pragma unroll
-                    for (int s2 = 0; s2 < 2; s2++) {
-                        unsigned a[4];
-                        dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
-                        const unsigned xw[4] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w};
-                        qm_mma(tmp[0], a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
-                        if (NSET > 1) {
-                            const unsigned xw1[4] = {xv[NSET - 1].x, xv[NSET - 1].y, xv[NSET - 1].z,
-                                                     xv[NSET - 1].w};
-                            qm_mma(tmp[NSET - 1], a, xw1[2 * s2], xw1[2 * s2 + 1], (const T *)nullptr);
-                        }
-                    }
-                    if (h == HALVES - 1 || !merge) {
-#if defined(QM_PIPE)
-                        const unsigned sp = cs[h];
-#else
-                        const unsigned sp = __ldg(St + gi * 8);
-#endif
-                        const float s0 = qm_scale(sp & 0xFFFFu, (const ST *)nullptr);
-                        const float s1 = qm_scale(sp >> 16, (const ST *)nullptr);
-#pragma unroll
-                        for (int s = 0; s < NSET; s++) {
-                            acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
-                            acc[s][1] = fmaf(s0, tmp[s][1], acc[s][1]);
-                            acc[s][2] = fmaf(s1, tmp[s][2], acc[s][2]);
-                            acc[s][3] = fmaf(s1, tmp[s][3], acc[s][3]);
-#pragma unroll
-                            for (int i = 0; i < 4; i++) tmp[s][i] = 0.f;
-                        }
-                    }
-                }
-            }
+            for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xf[s] + 4 * h, p);
+            xf[s] += xstep;
         }
-    }
-#undef QM_FETCH
-    if (warps > 1) {
+    };
+#pragma unroll
+    for (int s = 0; s < NSET; s++)
+#pragma unroll
+        for (int h = 0; h < HALVES; h++) xv[s][h] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < QM_U; u++) fetch(u, u < mine);
+    load_x(mine > 0);
+    // chunk i (ring slot u): dequantise, multiply and flush into acc with the group's scales, then refill
+    // the slot QM_U chunks ahead and load the next chunk's activations.
+    auto step = [&](int u, int i) {
+        unsigned words[4], sv[SV];
+        take(u, words, sv);
+        float tmp[NSET][4];
 #pragma unroll
         for (int s = 0; s < NSET; s++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) red[warp][s * 4 + i][lane] = acc[s][i];
+            for (int j = 0; j < 4; j++) tmp[s][j] = 0.f;
+#pragma unroll
+        for (int h = 0; h < HALVES; h++) {
+            const int hs = MERGE ? 0 : h;
+            const unsigned cs = sv[hs], cz = ZP ? zv[u][hs] : ZSYM;
+            QmDeq<T, BITS> dq;
+            dq.init(cz);
+#pragma unroll
+            for (int s2 = 0; s2 < 2; s2++) {
+                unsigned a[4];
+                if (RAW)
+                    dq.raw(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
+                else
+                    dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
+#pragma unroll
+                for (int s = 0; s < NSET; s++) {
+                    const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
+                    qm_mma(tmp[s], a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+                    if (RAW) qm_mma(tmp[s], dq.neg, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+                }
+            }
+            if (h == HALVES - 1 || !MERGE) {
+                const float s0 = qm_scale(cs & 0xFFFFu, (const ST *)nullptr);
+                const float s1 = qm_scale_hi(cs, (const ST *)nullptr) * (RAW ? QmDeq<T, BITS>::S8 : 1.f);
+#pragma unroll
+                for (int s = 0; s < NSET; s++) {
+                    acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
+                    acc[s][1] = fmaf(s0, tmp[s][1], acc[s][1]);
+                    acc[s][2] = fmaf(s1, tmp[s][2], acc[s][2]);
+                    acc[s][3] = fmaf(s1, tmp[s][3], acc[s][3]);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) tmp[s][j] = 0.f;
+                }
+            }
+        }
+        fetch(u, i + QM_U < mine);
+        load_x(i + 1 < mine);
+    };
+    int i0 = 0;
+    for (; i0 + QM_U <= mine; i0 += QM_U) {
+#pragma unroll
+        for (int u = 0; u < QM_U; u++) step(u, i0 + u);
+    }
+#pragma unroll
+    for (int u = 0; u < QM_U - 1; u++)
+        if (i0 + u < mine) step(u, i0 + u);
+    if (warps > 1) {
+#if defined(QM_REG_RING)
+        float *red = &red_s[0][0][0];
+#else
+        float *red = reinterpret_cast<float *>(qm_smem);  // the ring, once every warp is done with it
+        qm_wait<0>();
+        __syncthreads();
+#endif
+#pragma unroll
+        for (int s = 0; s < NSET; s++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[(warp * NSET * 4 + s * 4 + i) * 32 + lane] = acc[s][i];
         __syncthreads();
         if (warp != 0) return;
 #pragma unroll
         for (int s = 0; s < NSET; s++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                float v = red[0][s * 4 + i][lane];
-                for (int w = 1; w < warps; w++) v += red[w][s * 4 + i][lane];
+                float v = red[(s * 4 + i) * 32 + lane];
+                for (int w = 1; w < warps; w++) v += red[(w * NSET * 4 + s * 4 + i) * 32 + lane];
                 acc[s][i] = v;
             }
     }
@@ -379,7 +544,10 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
     extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmma_##S##_s##SS##_b##B##_##ZN##_t##NT( \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G, int ntok) {                                                                           \
-        ninfer::qmma<T, ST, B, Z, NSET>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                               \
+        if (G % (B == 4 ? 64 : 32) == 0) /* uniform: the whole block takes one variant */                  \
+            ninfer::qmma<T, ST, B, Z, NSET, true>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                      \
+        else                                                                                                \
+            ninfer::qmma<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                     \
     }
 
 #define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16)
