@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "backends" / "ninfer-sm90" / "src"))
@@ -69,7 +70,7 @@ def test_griddepcontrol_is_compiled_out_below_sm90():
 def test_the_launch_follows_the_compiled_arch():
     assert [pdl_capable(a) for a in ("sm_75", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")] == \
         [False, False, False, True, True, True]
-    assert not pdl_capable(None)  # a module that does not declare its kernels PDL-aware (the quant GEMVs)
+    assert not pdl_capable(None)  # a module that does not declare its kernels PDL-aware (a bench variant)
     assert Module.__init__.__defaults__ == ("", None)  # PDL only where the caller asks for it
 
 
@@ -91,3 +92,20 @@ def test_the_switch(monkeypatch):
         env = {"NINFER_PDL": val, "PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == want, (val, out.stderr)
+
+
+def test_quantised_gemvs_wait_after_their_first_weights():
+    """The int8/int4 GEMVs (ninfer.quant, their own module) launch with PDL too: every entry point waits before it
+    reads activations or writes, and the tensor-core ones load their first chunks of weights before the wait."""
+    from ninfer.quant import gpu
+
+    ptx = entries(compile_ptx(gpu.SOURCE.read_text(), "ninfer_qgemv", "sm_90", gpu.options("sm_90"),
+                              (gpu._include_dir(),)))
+    assert set(gpu.kernel_names("sm_90")) <= set(ptx)
+    for name, body in ptx.items():
+        assert "griddepcontrol.wait" in body and "griddepcontrol.launch_dependents" in body, name
+        assert body.index("griddepcontrol.wait") < body.index("griddepcontrol.launch_dependents"), name
+    for name in (gpu.mma_kernel_name(torch.bfloat16, torch.bfloat16, 4, False, 8),
+                 gpu.mma_kernel_name(torch.bfloat16, torch.float16, 8, True, 16)):
+        body = ptx[name]
+        assert body.index("ld.global.nc") < body.index("griddepcontrol.wait"), name

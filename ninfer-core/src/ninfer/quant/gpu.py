@@ -101,8 +101,11 @@ def _module(device: torch.device, extra: tuple[str, ...] = (), source: Path | No
     with _lock:
         if (idx, extra, source) not in _modules:
             major, minor = torch.cuda.get_device_capability(idx)
-            _modules[idx, extra, source] = Module(compile_for(f"sm_{major}{minor}", extra=extra, source=source), idx,
-                                                  label="ninfer-qgemv")
+            arch = f"sm_{major}{minor}"
+            # qgemv.cu's entry points wait (griddepcontrol.wait) before reading activations or writing: launched
+            # with PDL on sm_90+; a bench variant from another source is not known to, so it launches plainly
+            _modules[idx, extra, source] = Module(compile_for(arch, extra=extra, source=source), idx,
+                                                  label="ninfer-qgemv", pdl_arch=arch if source is None else None)
     return _modules[idx, extra, source]
 
 

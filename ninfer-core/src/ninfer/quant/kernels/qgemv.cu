@@ -79,6 +79,7 @@ __device__ __forceinline__ void qgemv(const unsigned char *__restrict__ Wq, cons
     extern "C" __global__ void __launch_bounds__(QG_WARPS * 32) qgemv_##S##_b##B##_t##NT(              \
         const unsigned char *Wq, const float *Sc, const float *O, const T *x, const T *b, T *y, int N,  \
         int K, int G, int ntok) {                                                                       \
+        ninfer::pdl_stream_enter();                                                                     \
         ninfer::qgemv<T, B, NT>(Wq, Sc, O, x, b, y, N, K, G, ntok);                                     \
     }
 
@@ -443,6 +444,9 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
         for (int h = 0; h < HALVES; h++) xv[s][h] = make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < QM_U; u++) fetch(u, u < mine);
+    // programmatic dependent launch (sm_90+): the first QM_U chunks of weights and scales (constants) are in
+    // flight while the kernel before this one finishes; the activations it writes are read only after the wait
+    pdl_stream_enter();
     load_x(mine > 0);
     // chunk i (ring slot u): dequantise, multiply and flush into acc with the group's scales, then refill
     // the slot QM_U chunks ahead and load the next chunk's activations.
