@@ -8,6 +8,7 @@ bandwidth, and prefill tok/s.
 
     python bench/decode.py --backend sm90 --shapes qwen3-8b,llama3-8b,qwen3.5-27b --ctx 512,8192
     python bench/decode.py --shapes qwen3.5-27b --ctx 512 --pdl 0,1,0,1   # PDL off/on A/B on the same weights
+    python bench/decode.py --shapes qwen3.5-27b --ctx 512 --norm 2,1,2,1  # two-pass / one-pass RMSNorm A/B
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ def main():
     ap.add_argument("--pdl", default=None, help="A/B in one process on the same weights: a comma list of 0/1/early "
                     "(programmatic dependent launch off/on, ninfer.kernels.launch.PDL; early: on, with the kernels "
                     "compiled with NINFER_PDL_EARLY_TRIGGER, short ones letting the next launch before they wait)")
+    ap.add_argument("--norm", default=None, help="A/B in one process on the same weights: a comma list of 1/2 "
+                    "(the RMSNorm kernels holding the row in registers / the former two-pass ones, compiled with "
+                    "NINFER_NORM_TWO_PASS: ninfer/common.cuh)")
     a = ap.parse_args()
     bw = copy_bandwidth()
     flops = matmul_rate()
@@ -140,34 +144,37 @@ def main():
     lib = installed_backends()[a.backend].kernels
     base_options = lib.options
 
-    def set_pdl(p: str):
+    def set_pdl(p: str, norm: str = "1"):
         launch.PDL = p != "0"
-        opts = base_options + (("-DNINFER_PDL_EARLY_TRIGGER",) if p == "early" else ())
+        opts = base_options + (("-DNINFER_PDL_EARLY_TRIGGER",) if p == "early" else ()) \
+            + (("-DNINFER_NORM_TWO_PASS",) if norm == "2" else ())
         if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
             lib.options = opts
             lib._modules.clear()
 
     for shape in a.shapes.split(","):
         weights = None
-        if a.gemv or a.pdl:  # one set of random weights for every mode
+        if a.gemv or a.pdl or a.norm:  # one set of random weights for every mode
             runner, weights = rm.build(shape, a.backend, "cuda", torch.bfloat16, 64, layers=a.layers)
             del runner
         pdls = [p.strip() for p in a.pdl.split(",")] if a.pdl else ["1" if launch.PDL else "0"]
-        for ctx, mode, pdl in ((int(c), m, p) for c in a.ctx.split(",") for m in (a.gemv or gemv.MODE).split(",")
-                               for p in pdls):
+        norms = [n.strip() for n in a.norm.split(",")] if a.norm else ["1"]
+        for ctx, mode, pdl, norm in ((int(c), m, p, n) for c in a.ctx.split(",")
+                                     for m in (a.gemv or gemv.MODE).split(",") for p in pdls for n in norms):
             try:
                 gemv.MODE = mode
-                set_pdl(pdl)
+                set_pdl(pdl, norm)
                 rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights))
                 r = rows[-1]
-                r["gemv"], r["pdl"] = mode, pdl
-                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s}: decode "
+                r["gemv"], r["pdl"], r["norm"] = mode, pdl, norm
+                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s} norm={norm}: decode "
                       f"{r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
                       f"prefill {r['prefill_tok_s']:8.0f} tok/s ({r['prefill_flop_fraction']:.2f} of bf16 matmul)",
                       flush=True)
             except Exception as e:  # one shape failing must not hide the others
-                print(f"FAILED {shape} ctx={ctx} gemv={mode} pdl={pdl}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                print(f"FAILED {shape} ctx={ctx} gemv={mode} pdl={pdl} norm={norm}: {type(e).__name__}: "
+                      f"{str(e)[:400]}", flush=True)
                 torch.cuda.empty_cache()
         del weights
         torch.cuda.empty_cache()

@@ -29,7 +29,9 @@ def randn(*shape, dtype, scale=1.0):
 
 
 @pytest.mark.parametrize("shape,zc", [((1, 4096), False), ((1, 5120), True), ((7, 4096), False),
-                                      ((300, 5120), True), ((3, 1, 2048), False)])
+                                      ((300, 5120), True), ((3, 1, 2048), False),
+                                      # several vectors a thread; past 4 a thread (the two-pass loop); a short row
+                                      ((2, 12288), False), ((1, 40960), True), ((4, 136), False)])
 def test_add_rms_norm(backend, launchers, shape, zc):
     for dtype in backend_dtypes(backend):
         x, r = randn(*shape, dtype=dtype, scale=2.0), randn(*shape, dtype=dtype, scale=3.0)

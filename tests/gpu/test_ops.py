@@ -103,7 +103,9 @@ def test_linear_silu_mul_batch_invariant(backend, K, I, monkeypatch):
 
 
 @pytest.mark.parametrize("shape,zc", [((1, 4096), False), ((7, 5120), True), ((64, 4096), False),
-                                      ((5, 32, 128), False), ((16, 24, 256), True)])
+                                      ((5, 32, 128), False), ((16, 24, 256), True),
+                                      # several vectors a thread; past 4 a thread (the two-pass loop); 129 vectors
+                                      ((3, 12288), False), ((2, 40960), True), ((5, 1032), False)])
 def test_rms_norm(backend, shape, zc):
     for dtype in backend_dtypes(backend):
         ops = opset(backend, dtype)

@@ -88,8 +88,10 @@ def make_ops(lib: KernelLibrary) -> dict:
         x2 = x.reshape(-1, H)  # [rows, H]
         rows = x2.shape[0]
         y = torch.empty(rows, H, dtype=x.dtype, device=x.device)
-        # short rows (per-head norms): a warp per row, 8 rows a block; long rows: 256 threads a row
-        block = (32, 8) if H <= 1024 else (256, 1)
+        # short rows (per-head norms): a warp per row, 8 rows a block; long rows: a 16-byte vector a thread (up to
+        # 1024 threads; rms_norm[_zc] are compiled for 1024, the gated norm, with z in registers too, takes 256)
+        wide = 256 if extra is not None or "-DNINFER_NORM_TWO_PASS" in lib.options else 1024  # (common.cuh)
+        block = (32, 8) if H <= 1024 else (min(wide, (H // 8 + 31) // 32 * 32), 1)
         grid = ((rows + block[1] - 1) // block[1],)
         if extra is None:
             lib.module(x.device)[kernel](grid, block, x2, weight, y, rows, H, x2.stride(0), float(eps))

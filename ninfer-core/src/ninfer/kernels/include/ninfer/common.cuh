@@ -97,6 +97,15 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
 #endif
 }
 
+// RMSNorm rows that fit hold their row in registers, one read of each input (norm.cuh, fused.cuh).
+// NINFER_NORM_TWO_PASS (measurements only: bench/decode.py --norm 2, with the launchers' former block sizes)
+// compiles the former loops, which read the row, reduce, then read it again.
+#ifdef NINFER_NORM_TWO_PASS
+constexpr bool NORM_ONE_PASS = false;
+#else
+constexpr bool NORM_ONE_PASS = true;
+#endif
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -8,17 +8,67 @@
 namespace ninfer {
 
 // h = x + r (stored in T), y = rms_norm(h) * w (or * (1 + w)). One block per row, blockDim.x a multiple
-// of 32. x, r, h, y: [rows, H] contiguous, H % 8 == 0, 16-byte aligned.
+// of 32. x, r, h, y: [rows, H] contiguous, H % 8 == 0, 16-byte aligned. A row of at most 4 * blockDim.x
+// vectors (the launcher's choice up to H = 32768) is held in registers: x, r and w are read once, all
+// loads in flight together, h and y written once (one memory round trip before the reduction instead of a
+// loop of them, and no re-read of h after it). Longer rows take the two-pass loop.
 template <typename T, bool ZERO_CENTRED>
 __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *__restrict__ r,
                                              const T *__restrict__ w, T *__restrict__ y, T *__restrict__ h,
                                              int H, float eps) {
+    constexpr int NV = 4;
     __shared__ float scratch[32];
     const int HV = H / 8;
     const i64 off = (i64)blockIdx.x * H;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x + off);
     const uint4 *rr = reinterpret_cast<const uint4 *>(r + off);
+    const uint4 *wr = reinterpret_cast<const uint4 *>(w);
     uint4 *hr = reinterpret_cast<uint4 *>(h + off);
+    uint4 *yr = reinterpret_cast<uint4 *>(y + off);
+    if (NORM_ONE_PASS && HV <= NV * (int)blockDim.x) {  // block-uniform
+        uint4 xv[NV], rv[NV], wv[NV];
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int v = threadIdx.x + j * blockDim.x;
+            if (v < HV) {
+                xv[j] = xr[v];
+                rv[j] = rr[v];
+                wv[j] = wr[v];
+            }
+        }
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int v = threadIdx.x + j * blockDim.x;
+            if (v < HV) {
+                float a[8], b[8];
+                unpack8<T>(xv[j], a);
+                unpack8<T>(rv[j], b);
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    a[i] = to_f(from_f<T>(a[i] + b[i]));  // the residual stream is stored in T: normalise what is stored
+                    ss = fmaf(a[i], a[i], ss);
+                }
+                xv[j] = pack8<T>(a);  // h, exactly (a holds values representable in T)
+                hr[v] = xv[j];
+            }
+        }
+        ss = row_sum(ss, scratch);
+        const float rs = rsqrtf(ss / (float)H + eps);
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+            const int v = threadIdx.x + j * blockDim.x;
+            if (v < HV) {
+                float a[8], g[8];
+                unpack8<T>(xv[j], a);
+                unpack8<T>(wv[j], g);
+#pragma unroll
+                for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (ZERO_CENTRED ? 1.f + g[i] : g[i]);
+                yr[v] = pack8<T>(a);
+            }
+        }
+        return;
+    }
     float ss = 0.f;
     for (int v = threadIdx.x; v < HV; v += blockDim.x) {
         float a[8], b[8];
@@ -26,15 +76,13 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
         unpack8<T>(rr[v], b);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            a[i] = to_f(from_f<T>(a[i] + b[i]));  // the residual stream is stored in T: normalise what is stored
+            a[i] = to_f(from_f<T>(a[i] + b[i]));
             ss = fmaf(a[i], a[i], ss);
         }
         hr[v] = pack8<T>(a);
     }
     ss = row_sum(ss, scratch);
     const float rs = rsqrtf(ss / (float)H + eps);
-    const uint4 *wr = reinterpret_cast<const uint4 *>(w);
-    uint4 *yr = reinterpret_cast<uint4 *>(y + off);
     for (int v = threadIdx.x; v < HV; v += blockDim.x) {
         float a[8], g[8];
         unpack8<T>(hr[v], a);  // written above by this same thread
@@ -155,13 +203,13 @@ __device__ __forceinline__ void gemv_silu(const T *__restrict__ W, const T *__re
 
 // Entry points for one dtype; NINFER_GEMV_WARPS / NINFER_GEMV_UNROLL come from the backend's source.
 #define NINFER_FUSED_KERNELS(S, T)                                                                      \
-    extern "C" __global__ void add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H,  \
-                                                float eps) {                                            \
+    extern "C" __global__ void __launch_bounds__(1024)                                                  \
+        add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps) {            \
         ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps);                                          \
     }                                                                                                   \
-    extern "C" __global__ void add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, \
-                                                   float eps) {                                         \
+    extern "C" __global__ void __launch_bounds__(1024)                                                  \
+        add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps) {         \
         ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps);                                           \
     }                                                                                                   \

@@ -100,11 +100,13 @@
     NINFER_GEMV_SPLITK(S, T, 2)                                                                         \
     NINFER_GEMV_SPLITK(S, T, 4)                                                                         \
     NINFER_GEMV_MMA_KERNELS(S, T)                                                                       \
-    extern "C" __global__ void rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
+    extern "C" __global__ void __launch_bounds__(1024)                                                  \
+        rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) {                \
         ninfer::pdl_enter();                                                                            \
         ninfer::rms_norm<T, false, false>(x, nullptr, w, y, rows, H, xs, eps);                          \
     }                                                                                                   \
-    extern "C" __global__ void rms_norm_zc_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) { \
+    extern "C" __global__ void __launch_bounds__(1024)                                                  \
+        rms_norm_zc_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) {             \
         ninfer::pdl_enter();                                                                            \
         ninfer::rms_norm<T, true, false>(x, nullptr, w, y, rows, H, xs, eps);                           \
     }                                                                                                   \
