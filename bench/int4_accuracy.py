@@ -31,7 +31,6 @@ def main(argv: list[str]) -> None:
     from ninfer.quant import methods as M
     from ninfer.quant.evaluate import _swapped
     from ninfer.quant.layout import dequantize
-    from ninfer.quant.perplexity import negative_log_likelihoods
 
     calib_tokens = int(os.environ.get("CALIB_TOKENS", "8192"))
     llm = LLM(max_context=2048, progress=False)

@@ -70,7 +70,7 @@ def search_group_params(w: torch.Tensor, bits: int, symmetric: bool, dtype: torc
     square of each input channel's activation); None weighs all equally. The scale is searched in its
     stored precision, so the error is that of the weights written.
     """
-    qmax, mid = (1 << bits) - 1, 1 << (bits - 1)
+    qmax = (1 << bits) - 1
     w = w.float()
     imp = torch.ones_like(w) if importance is None else importance.float().expand_as(w)
     s0, z0 = group_params(w, bits, symmetric, dtype)
