@@ -12,7 +12,7 @@ from ninfer.errors import NinferError
 from ninfer.quant.compressed_tensors import CompressedTensorsDir
 from ninfer.quant.gptq_solve import gptq_quantize
 from ninfer.quant.layout import dequantize, quantize_rtn
-from ninfer.quant.quantize import quantize_checkpoint, quantize_groups
+from ninfer.quant.quantize import group_params, quantize_checkpoint, quantize_groups, search_group_params
 
 
 def _ct_reference(ck: CompressedTensorsDir, module: str, qcfg):
@@ -141,6 +141,81 @@ def test_quantize_asymmetric_int4_reads_in_compressed_tensors(tmp_path):
     torch.manual_seed(0)  # the same weight again, as written
     w = (torch.randn(40, 256) + 0.3).to(torch.bfloat16).float()
     assert torch.equal(dequantize(quantize_groups(w, 4, 128, False), ref.dtype), ref)
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_clip_search_lowers_the_weighted_rounding_error(symmetric):
+    """Each group's searched scale (and zero point) is never worse than clipping nothing under the weights
+    given, and on heavy-tailed weights (as real ones are) much better; codes stay round-to-nearest on it."""
+    torch.manual_seed(0)
+    w = torch.distributions.StudentT(3.0).sample((64, 4, 64)) + (0 if symmetric else 0.4)
+    imp = torch.rand(1, 4, 64) ** 4  # a few input channels carry most of the activation energy
+
+    def err(s, z):
+        sf, z = s.float()[..., None], z[..., None]
+        u = torch.clamp(torch.round(w / sf) + z, 0, 15)
+        return ((w - (u - z) * sf).square() * imp).sum(-1)
+
+    e0 = err(*group_params(w, 4, symmetric, torch.bfloat16))
+    s, z = search_group_params(w, 4, symmetric, torch.bfloat16, imp)
+    assert s.dtype == torch.bfloat16 and ((z >= 0) & (z <= 15) & (z == z.round())).all()
+    e1 = err(s, z)
+    assert (e1 <= e0 * (1 + 1e-6)).all()
+    assert e1.sum() < 0.8 * e0.sum(), (e1.sum(), e0.sum())
+    q = quantize_groups(w.view(64, 256), 4, 64, symmetric, torch.bfloat16, clip_search=True, importance=imp.view(256))
+    assert torch.equal(q.scales, s)
+    torch.testing.assert_close(((dequantize(q).view(64, 4, 64) - w).square() * imp).sum(-1), e1)
+
+
+@pytest.mark.parametrize("options", [{}, {"act_order": True}, {"act_order": True, "static_groups": True},
+                                     {"clip_search": True}, {"act_order": True, "static_groups": True,
+                                                             "clip_search": True}])
+def test_gptq_variants_beat_rtn_on_correlated_inputs(options):
+    """Act-order with per-order groups keeps the order as ``perm`` (a checkpoint's g_idx); with static
+    groups, and without act-order, the weight is a plain grouped one."""
+    torch.manual_seed(0)
+    k, n = 256, 64
+    mix = torch.randn(k, k) / k ** 0.5
+    x = (torch.randn(4096, k) @ mix + 0.1 * torch.randn(4096, k)) * torch.linspace(0.2, 3, k)
+    w = torch.randn(n, k)
+    H = x.t() @ x / x.shape[0]
+    y = x @ w.t()
+    q = gptq_quantize(w, H, 4, 64, scale_dtype=torch.float32, **options)
+    assert (q.perm is not None) == (options.get("act_order", False) and not options.get("static_groups", False))
+    xq = x if q.perm is None else x[:, q.perm]
+    err_gptq = (xq @ dequantize(q).t() - y).pow(2).mean()
+    err_rtn = (x @ dequantize(quantize_groups(w, 4, 64, scale_dtype=torch.float32)).t() - y).pow(2).mean()
+    assert err_gptq < 0.8 * err_rtn, (err_gptq, err_rtn)
+
+
+def test_quantize_clip_method_reads_in_compressed_tensors(tmp_path):
+    """``ninfer quantize --method clip`` on SmolLM2 with a short calibration text: a compressed-tensors
+    checkpoint whose codes compressed-tensors decompresses to what ninfer reads, with groups that clip."""
+    from compressed_tensors.quantization import QuantizationConfig
+
+    from ninfer.cli import _add_plugin_commands, cli
+    from ninfer.llm import default_model_path
+
+    calib = tmp_path / "calib.txt"
+    calib.write_text("Alice was beginning to get very tired of sitting by her sister on the bank, and of having "
+                     "nothing to do: once or twice she had peeped into the book her sister was reading.")
+    dst = tmp_path / "smollm2-clip"
+    _add_plugin_commands()
+    res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(dst), "--method", "clip",
+                                   "--calibration", str(calib)])
+    assert res.exit_code == 0, res.output
+    assert "(clip)" in res.output
+    ck = CompressedTensorsDir.open(str(dst))
+    qcfg = QuantizationConfig.model_validate(json.loads((dst / "config.json").read_text())["quantization_config"])
+    module = "model.layers.3.mlp.down_proj"
+    q = ck.quant_weight(f"{module}.weight")
+    assert torch.equal(dequantize(q, torch.bfloat16), _ct_reference(ck, module, qcfg))
+    from ninfer.weights import open_checkpoint
+
+    w = open_checkpoint(default_model_path()).get(f"{module}.weight").float()
+    noclip = quantize_groups(w, 4, 128)
+    assert (q.scales.float() < noclip.scales.float() * 0.99).float().mean() > 0.1  # groups that clip
+    assert ((dequantize(q) - w).abs() > 0.51 * q.scales.float().repeat_interleave(128, 1)).any()
 
 
 def test_gptq_beats_rtn_on_correlated_inputs():

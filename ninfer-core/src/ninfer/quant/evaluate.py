@@ -72,6 +72,28 @@ def gptq_weights(llm, calibration_ids: list[int], bits: int, group_size: int, sy
 
 
 @contextlib.contextmanager
+def clip_weights(llm, calibration_ids: list[int], bits: int, group_size: int, symmetric: bool = True,
+                 scale_dtype: torch.dtype = torch.bfloat16):
+    """Like :func:`rtn_weights` with ``ninfer quantize --method clip``: each group's scale (and zero point)
+    searched for the least rounding error weighted by its input channels' mean square activation on
+    ``calibration_ids``."""
+    from .gptq_solve import linear_input_hessians
+    from .load import _target
+
+    importance = linear_input_hessians(llm, calibration_ids, diag_only=True)
+    new = []
+    for path, imp in importance.items():
+        lin, _ = _target(llm.model, path)
+        g = group_for(lin.in_features, group_size)
+        if lin is llm.model.lm_head or g is None:
+            continue
+        q = quantize_groups(lin.weight.cpu(), bits, g, symmetric, scale_dtype, clip_search=True, importance=imp.cpu())
+        new.append((lin, q.to(lin.weight.device)))
+    with _swapped(llm, new):
+        yield llm
+
+
+@contextlib.contextmanager
 def _swapped(llm, new: list):
     """Run ``llm`` with each (Linear, weight) of ``new`` in place of its weight; restored after."""
     saved = [(lin, lin.weight) for lin, _ in new]

@@ -7,7 +7,9 @@ the source's memory map into safetensors shards, so the model is never in memory
 Each group's scale (and zero point) is the smallest that clips nothing, so the extreme that binds it
 lands on a code exactly (:func:`group_params`), not by the min-max observer's ``absmax / 7.5``, which moves every
 group's largest weight, when positive, by half a step (7.5 rounds to code 8, clamped to 7).
-On SmolLM2-135M that clipping alone was most of the int4 loss (bench/RESULTS.md).
+On SmolLM2-135M that clipping alone was most of the int4 loss (bench/RESULTS.md). ``--method clip`` clips
+deliberately instead: each group's scale searched for the least rounding error weighted by its input channels'
+activation energy on calibration text (:func:`search_group_params`), the most accurate int4 method measured there.
 """
 
 from __future__ import annotations
@@ -55,15 +57,74 @@ def group_params(w: torch.Tensor, bits: int, symmetric: bool, dtype: torch.dtype
     return torch.where(s == 0, torch.finfo(dtype).eps, s), z
 
 
+def search_group_params(w: torch.Tensor, bits: int, symmetric: bool, dtype: torch.dtype,
+                        importance: torch.Tensor | None = None, ratios: int = 16, min_ratio: float = 0.55,
+                        refine: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like :func:`group_params`, but the scale (and zero point) that minimise each group's squared
+    rounding error sum_k importance_k (w_k - w_hat_k)^2 instead of clipping nothing.
+
+    Candidates: the no-clip scale shrunk by ``ratios`` steps down to ``min_ratio`` (symmetric), or the
+    no-clip range shrunk the same way with the three integer zero points nearest its centre (asymmetric);
+    then ``refine`` least-squares steps (the codes fixed: the error-minimising scale, rounded to ``dtype``,
+    kept only where it lowers the error). ``importance``: [g] or broadcastable to ``w`` (e.g. the mean
+    square of each input channel's activation); None weighs all equally. The scale is searched in its
+    stored precision, so the error is that of the weights written.
+    """
+    qmax = (1 << bits) - 1
+    w = w.float()
+    imp = torch.ones_like(w) if importance is None else importance.float().expand_as(w)
+    s0, z0 = group_params(w, bits, symmetric, dtype)
+
+    def err_of(s, z):
+        sf = s.float()[..., None]
+        u = torch.clamp(torch.round(w / sf) + z[..., None], 0, qmax)
+        return ((w - (u - z[..., None]) * sf).square() * imp).sum(-1), u
+
+    def rounded(s):
+        s = s.to(dtype)
+        return torch.where(s == 0, torch.finfo(dtype).eps, s)
+
+    best_s, best_z = s0, z0
+    best_e, _ = err_of(s0, z0)
+    lo, hi = w.amin(-1).clamp(max=0), w.amax(-1).clamp(min=0)
+    for r in torch.linspace(1.0, min_ratio, ratios + 1).tolist()[1:]:
+        if symmetric:
+            cands = [(rounded(s0.float() * r), z0)]
+        else:
+            s = rounded((hi - lo) * r / qmax)
+            zc = torch.round(-lo * r / s.float())
+            cands = [(s, torch.clamp(zc + d, 0, qmax)) for d in (-1.0, 0.0, 1.0)]
+        for s, z in cands:
+            e, _ = err_of(s, z)
+            better = e < best_e
+            best_e, best_s, best_z = torch.where(better, e, best_e), torch.where(better, s, best_s), \
+                torch.where(better, z, best_z)
+    for _ in range(refine):  # least squares on the scale, codes and zero point fixed
+        _, u = err_of(best_s, best_z)
+        c = u - best_z[..., None]
+        den = (imp * c.square()).sum(-1)
+        s = rounded(torch.where(den > 0, (imp * w * c).sum(-1) / den.clamp(min=1e-30), best_s.float()).clamp(min=0))
+        e, _ = err_of(s, best_z)
+        better = e < best_e
+        best_e, best_s = torch.where(better, e, best_e), torch.where(better, s, best_s)
+    return best_s, best_z
+
+
 def quantize_groups(weight: torch.Tensor, bits: int, group_size: int, symmetric: bool = True,
-                    scale_dtype: torch.dtype = torch.bfloat16) -> QuantWeight:
-    """Round-to-nearest groupwise quantisation with :func:`group_params` (what ``ninfer quantize`` writes)."""
+                    scale_dtype: torch.dtype = torch.bfloat16, clip_search: bool = False,
+                    importance: torch.Tensor | None = None) -> QuantWeight:
+    """Round-to-nearest groupwise quantisation with :func:`group_params` (what ``ninfer quantize`` writes),
+    or with :func:`search_group_params` (``clip_search``; ``importance`` [K] weighs each input channel)."""
     n, k = weight.shape
     if k % group_size:
         raise NinferError(f"Input size {k} is not a multiple of the group size {group_size}; pick a group size "
                           "that divides every layer's input size (e.g. 32).")
     w = weight.float().view(n, k // group_size, group_size)  # [N, G, g]
-    s, z = group_params(w, bits, symmetric, scale_dtype)
+    if clip_search:
+        imp = None if importance is None else importance.float().view(1, k // group_size, group_size)
+        s, z = search_group_params(w, bits, symmetric, scale_dtype, imp)
+    else:
+        s, z = group_params(w, bits, symmetric, scale_dtype)
     codes = torch.clamp(torch.round(w / s.float().unsqueeze(-1)) + z.unsqueeze(-1), 0, (1 << bits) - 1)
     return QuantWeight(pack_codes(codes.view(n, k), bits), s, bits, group_size, k,
                        zeros=None if symmetric else z.to(torch.uint8))
@@ -141,22 +202,25 @@ class _ShardWriter:
 def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128, method: str = "rtn",
                         symmetric: bool = True, dtype: torch.dtype = torch.bfloat16, calibration=None,
                         progress: bool = True) -> dict:
-    """Write ``dst``; returns the ``quantization_config`` written. ``calibration``: token ids for GPTQ."""
+    """Write ``dst``; returns the ``quantization_config`` written. ``calibration``: text or token ids for
+    GPTQ and for ``clip`` (round to nearest with each group's scale and zero point chosen to minimise its
+    rounding error weighted by the mean square of each input channel's activation, :func:`search_group_params`)."""
     if bits not in (4, 8):
         raise NinferError(f"--bits must be 4 or 8, got {bits}.")
     if group_size not in (32, 64, 128):
         raise NinferError(f"--group-size must be 32, 64 or 128, got {group_size}.")
-    if method not in ("rtn", "gptq"):
-        raise NinferError(f"--method must be rtn or gptq, got {method!r}.")
+    if method not in ("rtn", "gptq", "clip"):
+        raise NinferError(f"--method must be rtn, gptq or clip, got {method!r}.")
     if os.path.exists(dst) and os.listdir(dst):
         raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
     ckpt = open_checkpoint(src)
     os.makedirs(dst, exist_ok=True)
-    hessians = None
-    if method == "gptq":
+    hessians = importance = None
+    if method in ("gptq", "clip"):
         from .gptq_solve import collect_hessians
 
-        hessians = collect_hessians(src, calibration, progress)
+        stats = collect_hessians(src, calibration, progress, diag_only=method == "clip")
+        hessians, importance = (stats, None) if method == "gptq" else (None, stats)
     names = ckpt.tensor_names()
     ignore, groups = ["lm_head"], {}
     writer = _ShardWriter(dst)
@@ -172,6 +236,8 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
                 from .gptq_solve import gptq_quantize
 
                 q = gptq_quantize(w, hessians[name], bits, g, symmetric, dtype)
+            elif importance is not None:
+                q = quantize_groups(w, bits, g, symmetric, dtype, clip_search=True, importance=importance[name])
             else:
                 q = quantize_groups(w, bits, g, symmetric, scale_dtype=dtype)
             writer.add(ct_tensors(module, q, shape))

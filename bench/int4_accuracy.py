@@ -1,0 +1,83 @@
+"""int4 g128 weight quantisation methods on the real SmolLM2-135M: perplexity and KL divergence.
+
+    python bench/int4_accuracy.py [METHOD ...]      (no METHOD: all of them)
+
+Evaluation: the first 1024 tokens of tests/data/declaration_of_independence.txt (what
+tests/test_quant_accuracy.py measures); per method the perplexity, its change against the fp32 model, and
+the mean per-token KL(fp32 || quantised) of the next-token distributions (a closeness measure that blurring
+cannot improve, unlike perplexity on a text the model is over-confident on). Calibration (methods that use
+activations): tests/data/alice_in_wonderland_ch1-2.txt, never the evaluation text. Statistics are cached
+under $NINFER_BENCH_CACHE (default /tmp/ninfer_int4_cache). CPU, float32, the reference backend.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EVAL = os.path.join(ROOT, "tests", "data", "declaration_of_independence.txt")
+CALIB = os.path.join(ROOT, "tests", "data", "alice_in_wonderland_ch1-2.txt")
+CACHE = os.environ.get("NINFER_BENCH_CACHE", "/tmp/ninfer_int4_cache")
+
+
+def main(argv: list[str]) -> None:
+    torch.set_num_threads(int(os.environ.get("THREADS", "2")))
+    from ninfer.llm import LLM
+    from ninfer.quant import methods as M
+    from ninfer.quant.evaluate import _swapped
+    from ninfer.quant.layout import dequantize
+
+    calib_tokens = int(os.environ.get("CALIB_TOKENS", "8192"))
+    llm = LLM(max_context=2048, progress=False)
+    with open(EVAL, encoding="utf-8") as f:
+        ids = llm.tokenizer.encode(f.read())[:1024]
+    with open(CALIB, encoding="utf-8") as f:
+        calib = llm.tokenizer.encode(f.read())[:calib_tokens]
+
+    @torch.inference_mode()
+    def logprobs():
+        runner = llm.runner
+        runner.reset()
+        hidden = runner.forward(ids[:-1], "prefill")
+        out = torch.log_softmax(llm.model.logits(hidden).float(), -1)
+        runner.reset()
+        return out
+
+    base = logprobs()
+    tgt = torch.tensor(ids[1:])
+    base_nll = -base.gather(1, tgt[:, None]).mean().item()
+    print(f"baseline ppl {math.exp(base_nll):.4f} ({len(ids)} eval tokens, {len(calib)} calibration tokens)")
+
+    def measure(new) -> tuple[float, float]:
+        def dense(q):
+            if isinstance(q, torch.Tensor):  # a norm weight (folded scales)
+                return q
+            w = dequantize(q, torch.float32)
+            return w if q.perm is None else w[:, torch.argsort(q.perm)]
+        dense = [(obj, dense(q)) for obj, q in new]
+        with _swapped(llm, dense):
+            lp = logprobs()
+        nll = -lp.gather(1, tgt[:, None]).mean().item()
+        kl = (base.exp() * (base - lp)).sum(-1).mean().item()
+        return math.exp(nll), kl
+
+    os.makedirs(CACHE, exist_ok=True)
+    window = int(os.environ.get("WINDOW", "2048"))  # calibration windows, each from an empty cache
+    stats = M.CalibrationCache(os.path.join(CACHE, f"calib_{len(calib)}_w{window}.pt"), window)
+    names = argv or list(M.BENCH_METHODS)
+    print(f"{'method':44s} {'ppl':>9s} {'vs fp32':>9s} {'KL':>8s} {'time s':>7s}")
+    for name in names:
+        t0 = time.time()
+        new = M.BENCH_METHODS[name](llm, calib, stats)
+        dt = time.time() - t0
+        ppl, kl = measure(new)
+        print(f"{name:44s} {ppl:9.4f} {100 * (ppl / math.exp(base_nll) - 1):+8.2f}% {kl:8.4f} {dt:7.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
