@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections import defaultdict
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import random_model as rm  # noqa: E402
+from timing import decode_kernel_times  # noqa: E402
 
 
 def main():
@@ -30,22 +30,7 @@ def main():
     runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, a.ctx + 64, layers=a.layers)
     prompt = torch.randint(0, runner.cfg.vocab_size, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
     argmax = runner.model.ops.argmax
-    tok = int(argmax(runner.prefill(prompt)[None])[0])
-    for _ in range(3):
-        tok = int(argmax(runner.decode(tok)[None])[0])
-    torch.cuda.synchronize()
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(a.steps):
-            tok = int(argmax(runner.decode(tok)[None])[0])
-        torch.cuda.synchronize()
-    total, count = defaultdict(float), defaultdict(int)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            name = ev.name.split("(")[0][:60]
-            total[name] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
-            count[name] += 1
+    total, count = decode_kernel_times(runner, int(argmax(runner.prefill(prompt)[None])[0]), a.steps)
     all_us = sum(total.values()) / a.steps
     print(f"{a.shape} x{a.layers} layers, ctx {a.ctx}: {all_us:.0f} us of kernels per decode step "
           f"({sum(count.values()) / a.steps:.0f} kernels)")

@@ -8,28 +8,13 @@ replayed from one CUDA graph (PDL on: what decode's graphs do; off: kernel plus 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 import torch
 
-
-def per_call_us(fn, n: int = 200) -> float:
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(n):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / n)
-    return sorted(times)[2]
+sys.path.insert(0, os.path.dirname(__file__))
+from timing import graph_us  # noqa: E402
 
 
 def main():
@@ -51,6 +36,10 @@ def main():
     for pdl in (True, False):
         launch.PDL = pdl
         res = {}
+
+        def per_call_us(fn):  # 200 back-to-back calls in one graph, median of 5 replays
+            return graph_us(lambda _i: fn(), inner=200, reps=5, drop=0)
+
         for variant, opts in (("two", base + ("-DNINFER_NORM_TWO_PASS",)), ("one", base)):
             lib.options = opts
             lib._modules.clear()

@@ -245,9 +245,7 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
 
 def profile_part(name, bits, shape, layers, steps=5):
     """Kernel time per eager decode step (CUDA graphs off) of the quantised model, grouped by kernel."""
-    from collections import defaultdict
-
-    from torch.profiler import ProfilerActivity, profile
+    from timing import decode_kernel_times
 
     from ninfer.quant import gpu
 
@@ -261,19 +259,7 @@ def profile_part(name, bits, shape, layers, steps=5):
     argmax = runner.model.ops.argmax
     runner.reset()
     tok = int(argmax(runner.prefill(torch.randint(0, vocab, (512,)).tolist())[None])[0])
-    for _ in range(3):
-        tok = int(argmax(runner.decode(tok)[None])[0])
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            tok = int(argmax(runner.decode(tok)[None])[0])
-        torch.cuda.synchronize()
-    total, count = defaultdict(float), defaultdict(int)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            key = ev.name.split("(")[0][:60]
-            total[key] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
-            count[key] += 1
+    total, count = decode_kernel_times(runner, tok, steps)
     all_us = sum(total.values()) / steps
     print(f"{name} x{layers} layers (eager, ctx 512): {all_us:.0f} us of kernels per step "
           f"({sum(count.values()) / steps:.0f} kernels)", flush=True)

@@ -30,3 +30,27 @@ def graph_us(fn, inner: int = 20, reps: int = 15, drop: int = 2) -> float:
     del g
     kept = sorted(times[drop:])
     return kept[len(kept) // 2]
+
+
+def decode_kernel_times(runner, tok: int, steps: int) -> tuple[dict[str, float], dict[str, int]]:
+    """Profile ``steps`` greedy decode steps of ``runner`` from token ``tok`` (after 3 warm-up steps): device
+    microseconds and launches per kernel name (first 60 characters), summed over the steps."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    argmax = runner.model.ops.argmax
+    for _ in range(3):
+        tok = int(argmax(runner.decode(tok)[None])[0])
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            tok = int(argmax(runner.decode(tok)[None])[0])
+        torch.cuda.synchronize()
+    total, count = defaultdict(float), defaultdict(int)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            key = ev.name.split("(")[0][:60]
+            total[key] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+            count[key] += 1
+    return total, count

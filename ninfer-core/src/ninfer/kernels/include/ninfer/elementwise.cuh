@@ -38,56 +38,18 @@ __device__ __forceinline__ void write_kv(const T *__restrict__ k, const T *__res
     }
 }
 
-// logits: [T, V] -> out[T] int64, the first index of the row's maximum. One block per row.
-template <typename T>
-__device__ __forceinline__ void argmax(const T *__restrict__ logits, i64 *__restrict__ out, int V) {
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    const T *row = logits + (i64)blockIdx.x * V;
-    float best = neg_inf();
-    int bi = 0x7fffffff;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        const float f = to_f(row[i]);
-        if (f > best) { best = f; bi = i; }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
-    }
-    const int w = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
-    if (lane == 0) { sv[w] = best; si[w] = bi; }
-    __syncthreads();
-    if (w == 0) {
-        best = lane < nw ? sv[lane] : neg_inf();
-        bi = lane < nw ? si[lane] : 0x7fffffff;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
-        }
-        if (lane == 0) out[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
-    }
-}
-
 // The (value, index) of two candidates that wins: the larger value, the lower index on a tie.
 __device__ __forceinline__ void argmax_pick(float &best, int &bi, float ov, int oi) {
     if (ov > best || (ov == best && oi < bi)) { best = ov; bi = oi; }
 }
 
-// Multi-block argmax, pass 1: block (c, t) finds the first maximum of chunk c = [c * chunk, (c + 1) * chunk)
-// of row t of logits [T, V] and writes it to pv / pi [T, gridDim.x] (-inf and INT_MAX for an empty chunk).
+// The first maximum of row[i0, i1) over the whole block, valid in thread 0 (-inf and INT_MAX when empty).
 template <typename T>
-__device__ __forceinline__ void argmax_part(const T *__restrict__ logits, float *__restrict__ pv,
-                                            int *__restrict__ pi, int V, int chunk) {
+__device__ __forceinline__ void block_argmax(const T *__restrict__ row, int i0, int i1, float &best, int &bi) {
     __shared__ float sv[32];
     __shared__ int si[32];
-    const T *row = logits + (i64)blockIdx.y * V;
-    const int i0 = blockIdx.x * chunk, i1 = min(V, i0 + chunk);
-    float best = neg_inf();
-    int bi = 0x7fffffff;
+    best = neg_inf();
+    bi = 0x7fffffff;
     for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
         const float f = to_f(row[i]);
         if (f > best) { best = f; bi = i; }
@@ -104,10 +66,30 @@ __device__ __forceinline__ void argmax_part(const T *__restrict__ logits, float 
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
             argmax_pick(best, bi, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, bi, o));
-        if (lane == 0) {
-            pv[(i64)blockIdx.y * gridDim.x + blockIdx.x] = best;
-            pi[(i64)blockIdx.y * gridDim.x + blockIdx.x] = bi;
-        }
+    }
+}
+
+// logits: [T, V] -> out[T] int64, the first index of the row's maximum. One block per row.
+template <typename T>
+__device__ __forceinline__ void argmax(const T *__restrict__ logits, i64 *__restrict__ out, int V) {
+    float best;
+    int bi;
+    block_argmax(logits + (i64)blockIdx.x * V, 0, V, best, bi);
+    if (threadIdx.x == 0) out[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
+}
+
+// Multi-block argmax, pass 1: block (c, t) finds the first maximum of chunk c = [c * chunk, (c + 1) * chunk)
+// of row t of logits [T, V] and writes it to pv / pi [T, gridDim.x] (-inf and INT_MAX for an empty chunk).
+template <typename T>
+__device__ __forceinline__ void argmax_part(const T *__restrict__ logits, float *__restrict__ pv,
+                                            int *__restrict__ pi, int V, int chunk) {
+    const int i0 = blockIdx.x * chunk;
+    float best;
+    int bi;
+    block_argmax(logits + (i64)blockIdx.y * V, i0, min(V, i0 + chunk), best, bi);
+    if (threadIdx.x == 0) {
+        pv[(i64)blockIdx.y * gridDim.x + blockIdx.x] = best;
+        pi[(i64)blockIdx.y * gridDim.x + blockIdx.x] = bi;
     }
 }
 
