@@ -132,6 +132,12 @@ def main():
     ap.add_argument("--norm", default=None, help="A/B in one process on the same weights: a comma list of 1/2 "
                     "(the RMSNorm kernels holding the row in registers / the former two-pass ones, compiled with "
                     "NINFER_NORM_TWO_PASS: ninfer/common.cuh)")
+    ap.add_argument("--fused", default=None, help="A/B in one process on the same weights: NINFER_FUSED values "
+                    "separated by '/', e.g. '1/add_rms_norm,rope_write_kv,linear_silu_mul' (every fused op / the "
+                    "three before the Gated DeltaNet fusions); ops are resolved again for each")
+    ap.add_argument("--opts", default=None, help="A/B in one process on the same weights: extra compile options of "
+                    "the backend's kernels separated by '/', e.g. '/-DNINFER_GEMV_SPLIT_TAIL_LOOP "
+                    "-DNINFER_GEMV_SPLIT_UNROLL=4' (as built / the split-K GEMV before its predicated rounds)")
     a = ap.parse_args()
     bw = copy_bandwidth()
     flops = matmul_rate()
@@ -144,30 +150,34 @@ def main():
     lib = installed_backends()[a.backend].kernels
     base_options = lib.options
 
-    def set_pdl(p: str, norm: str = "1"):
+    def set_pdl(p: str, norm: str = "1", extra: str = ""):
         launch.PDL = p != "0"
         opts = base_options + (("-DNINFER_PDL_EARLY_TRIGGER",) if p == "early" else ()) \
-            + (("-DNINFER_NORM_TWO_PASS",) if norm == "2" else ())
+            + (("-DNINFER_NORM_TWO_PASS",) if norm == "2" else ()) + tuple(extra.split())
         if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
             lib.options = opts
             lib._modules.clear()
 
     for shape in a.shapes.split(","):
         weights = None
-        if a.gemv or a.pdl or a.norm:  # one set of random weights for every mode
+        if a.gemv or a.pdl or a.norm or a.fused or a.opts:  # one set of random weights for every mode
             runner, weights = rm.build(shape, a.backend, "cuda", torch.bfloat16, 64, layers=a.layers)
             del runner
         pdls = [p.strip() for p in a.pdl.split(",")] if a.pdl else ["1" if launch.PDL else "0"]
         norms = [n.strip() for n in a.norm.split(",")] if a.norm else ["1"]
-        for ctx, mode, pdl, norm in ((int(c), m, p, n) for c in a.ctx.split(",")
-                                     for m in (a.gemv or gemv.MODE).split(",") for p in pdls for n in norms):
+        fuseds = a.fused.split("/") if a.fused else [os.environ.get("NINFER_FUSED", "1")]
+        for ctx, mode, pdl, norm, fused, opt in ((int(c), m, p, n, f, o) for c in a.ctx.split(",")
+                                            for m in (a.gemv or gemv.MODE).split(",") for p in pdls for n in norms
+                                            for f in fuseds for o in (a.opts.split("/") if a.opts else [""])):
             try:
                 gemv.MODE = mode
-                set_pdl(pdl, norm)
+                set_pdl(pdl, norm, opt)
+                os.environ["NINFER_FUSED"] = fused  # read when the ops are resolved (rm.build)
                 rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights))
                 r = rows[-1]
-                r["gemv"], r["pdl"], r["norm"] = mode, pdl, norm
-                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s} norm={norm}: decode "
+                r["gemv"], r["pdl"], r["norm"], r["fused"], r["opts"] = mode, pdl, norm, fused, opt
+                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s} norm={norm} "
+                      f"fused={fused} opts='{opt}': decode "
                       f"{r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
                       f"prefill {r['prefill_tok_s']:8.0f} tok/s ({r['prefill_flop_fraction']:.2f} of bf16 matmul)",

@@ -23,7 +23,7 @@ HK, H, D, K = 16, 48, 128, 4  # Qwen3.5-27B linear attention
 QK, VW = HK * D, H * D
 C = 2 * QK + VW  # 10240 conv channels: q | k | v
 GDN_OPS = ("causal_conv1d_update", "causal_conv1d_prefill", "gdn_recurrent", "gdn_recurrent_states", "gdn_chunked",
-           "rms_norm_gated")
+           "rms_norm_gated", "gdn_recurrent_gated", "gdn_in_proj")
 
 
 def tol(dtype: torch.dtype) -> float:
@@ -343,3 +343,141 @@ def test_conv_window_update_in_place(backend, kernels_only):
         y, got = ops.causal_conv1d_update(x, w, None, window, out_state=window)
         assert got is window and torch.equal(window, want_window)
         assert rel_l2(y, want_y) < tol(dtype)
+
+
+def sfx(dtype) -> str:
+    from ninfer.kernels.library import DTYPE_SUFFIX
+
+    return DTYPE_SUFFIX.get(dtype, "f32")
+
+
+def gated_inputs(T: int, dtype: torch.dtype):
+    """z as the layer passes it (a strided view of the projection output) and the norm's weight."""
+    z = randn(T, C + VW, dtype=dtype)[:, C:].reshape(T, H, D)  # [T, H, Dv], row stride C + VW
+    w = (randn(D, scale=0.3) + 1).to(dtype)
+    return z, w
+
+
+@pytest.mark.parametrize("T,keep_all", [(1, False), (3, False), (1, True), (5, True), (16, True), (19, True)])
+def test_gdn_recurrent_gated(backend, kernels_only, launched, T, keep_all):
+    """The recurrence + gated output norm in one kernel (decode and verify), the state updated in place."""
+    ops = gdn_ops(backend)
+    for dtype in dtypes(backend):
+        q, k, v, g, beta = layer_inputs(T, dtype)
+        z, w = gated_inputs(T, dtype)
+        s0 = randn(H, D, D, scale=0.5)  # [H, Dk, Dv] fp32
+        want_o, want_s = ref.gdn_recurrent_gated(*upcast(q, k, v), g, beta.float(), s0.clone(), z.float(), w.float(),
+                                                 1e-6, keep_all=keep_all)
+        want_final = want_s[-1] if keep_all else want_s
+        poison_allocator()
+        launched.clear()
+        o, s = ops.gdn_recurrent_gated(q, k, v, g, beta, s0, z, w, 1e-6, out_state=s0, keep_all=keep_all)
+        assert launched == [f"gdn_recurrent_gated_{sfx(dtype)}_d128"], launched
+        what = f"{dtype} T={T} keep_all={keep_all}"
+        assert o.shape == (T, H, D) and o.dtype == dtype and not torch.isnan(o).any()
+        err = rel_l2(o, want_o)
+        assert err < tol(dtype), f"{what}: o relative L2 error {err:.2e}"
+        assert rel_l2(s0, want_final) < 1e-5, f"{what}: the state updated in place differs"
+        if keep_all:
+            assert s.shape == (T, H, D, D) and rel_l2(s, want_s) < 1e-5, f"{what}: per-position states differ"
+        else:
+            assert s is s0
+
+
+def test_gdn_recurrent_gated_verify_is_decode_bitwise(backend, kernels_only):
+    """A T-token verify call computes, token for token, the bits of T one-token decode calls (o and states):
+    speculative decoding keeps exactly what plain decoding would have."""
+    ops = gdn_ops(backend)
+    for dtype in backend_dtypes(backend):
+        T = 7
+        q, k, v, g, beta = layer_inputs(T, dtype)
+        z, w = gated_inputs(T, dtype)
+        s0 = randn(H, D, D, scale=0.5)
+        o_all, states = ops.gdn_recurrent_gated(q, k, v, g, beta, s0.clone(), z, w, 1e-6, keep_all=True)
+        s = s0.clone()
+        for t in range(T):
+            one = slice(t, t + 1)
+            o, s = ops.gdn_recurrent_gated(q[one], k[one], v[one], g[one], beta[one], s, z[one], w, 1e-6, out_state=s)
+            assert torch.equal(o[0], o_all[t]), f"{dtype}: token {t}'s output differs between verify and decode"
+            assert torch.equal(s, states[t]), f"{dtype}: the state after token {t} differs"
+
+
+@pytest.mark.parametrize("hidden", [5120, 6144, 8704])  # split K 4, 2 and none (ninfer.kernels.ops.split_k)
+def test_gdn_in_proj(backend, kernels_only, launched, hidden):
+    """The decode projection GEMV with the conv update and the gates in its epilogue: bit for bit what the
+    unfused kernels give (the same GEMV, conv and gate kernels, launch for launch), and the reference's result."""
+    from ninfer.kernels.ops import split_k
+
+    ops = gdn_ops(backend)
+    N = C + VW + 2 * H
+    for dtype in backend_dtypes(backend):
+        x = randn(1, hidden, dtype=dtype)
+        W = randn(N, hidden, dtype=dtype, scale=hidden ** -0.5)  # rows [q|k|v | z | b | a]
+        cw = randn(C, K, dtype=dtype, scale=0.5)
+        window = randn(C, K - 1)
+        A_log = torch.empty(H, device="cuda").uniform_(0, 16).log()
+        dt_bias = randn(H)
+        # the unfused kernels
+        w2 = window.clone()
+        mixed, z_want, b, a = ops.linear(x, W).split([C, VW, H, H], dim=-1)
+        y_want, _ = ops.causal_conv1d_update(mixed, cw, None, w2, out_state=w2)
+        g_want, beta_want = ops.gdn_gates(a, b, A_log, dt_bias)
+        # the reference
+        w3 = window.clone()
+        ref_y, ref_z, ref_g, ref_beta = ref.gdn_in_proj(x.float(), W.float(), cw.float(), w3, A_log, dt_bias, C, VW)
+        poison_allocator()
+        launched.clear()
+        y, z, g, beta = ops.gdn_in_proj(x, W, cw, window, A_log, dt_bias, C, VW)
+        sk = split_k(N, hidden)
+        assert launched == [f"gemv_gdn_in_{sfx(dtype)}_t1" + (f"_k{sk}" if sk > 1 else "")], launched
+        what = f"{dtype} hidden={hidden}"
+        for name, got, want in (("conv output", y, y_want), ("z", z, z_want), ("g", g, g_want),
+                                ("beta", beta, beta_want), ("conv window", window, w2)):
+            assert got.shape == want.shape and got.dtype == want.dtype, f"{what}: {name} {got.shape} {got.dtype}"
+            assert torch.equal(got, want), f"{what}: {name} differs from the unfused kernels'"
+        for name, got, want in (("conv output", y, ref_y), ("z", z, ref_z), ("g", g, ref_g), ("beta", beta, ref_beta),
+                                ("conv window", window, w3)):
+            err = rel_l2(got, want)
+            assert err < tol(dtype), f"{what}: {name} relative L2 error {err:.2e} against the reference"
+
+
+def test_fused_decode_step_replays_in_a_cuda_graph(backend, kernels_only):
+    """gdn_in_proj -> gdn_recurrent_gated (the decode path of a layer with dense weights) captured once, replayed
+    on new inputs and state: equal to eager, bit for bit."""
+    ops = gdn_ops(backend)
+    dtype = backend_dtypes(backend)[0]
+    hidden = 2048
+    x = randn(1, hidden, dtype=dtype)
+    W = randn(C + VW + 2 * H, hidden, dtype=dtype, scale=hidden ** -0.5)
+    cw = randn(C, K, dtype=dtype, scale=0.5)
+    window, s0 = randn(C, K - 1), randn(H, D, D, scale=0.5)
+    A_log, dt_bias = torch.rand(H, device="cuda").add(1).log(), randn(H)
+    w = (randn(D, scale=0.3) + 1).to(dtype)
+
+    def step():
+        y, z, g, beta = ops.gdn_in_proj(x, W, cw, window, A_log, dt_bias, C, VW)
+        q, k, v = y.split([QK, QK, VW], dim=-1)
+        o, _ = ops.gdn_recurrent_gated(q.reshape(1, HK, D), k.reshape(1, HK, D), v.reshape(1, H, D), g, beta, s0,
+                                       z.reshape(1, H, D), w, 1e-6, out_state=s0)
+        return o
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the capture
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    inputs = (x, window, s0)
+    fresh = [randn(*t.shape, dtype=t.dtype, scale=0.5) for t in inputs]
+    for t, f in zip(inputs, fresh):
+        t.copy_(f)
+    graph.replay()
+    got = (captured.clone(), window.clone(), s0.clone())
+    for t, f in zip(inputs, fresh):
+        t.copy_(f)
+    want = (step(), window, s0)
+    torch.cuda.synchronize()
+    for name, a, b in zip(("o", "conv window", "state"), got, want):
+        assert torch.equal(a, b), f"graph replay differs from eager in the {name}"

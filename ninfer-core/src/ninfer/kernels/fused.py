@@ -16,7 +16,7 @@ from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
 # the ops each backend registers from here: removing one serves it by the reference op instead
-FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul")
+FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated")
 
 
 def fusion_enabled(name: str) -> bool:
@@ -112,4 +112,43 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         lib.module(x.device)[f"gemv_silu_t1_{s}"](((I + warps - 1) // warps,), (warps * 32,), weight, x1, y, I, K)
         return y
 
-    return {"add_rms_norm": add_rms_norm, "rope_write_kv": rope_write_kv, "linear_silu_mul": linear_silu_mul}
+    def unfused_gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim):
+        H = (weight.shape[0] - conv_dim - z_dim) // 2
+        mixed, z, b, a = base["linear"](x, weight).split([conv_dim, z_dim, H, H], dim=-1)
+        y, _ = base["causal_conv1d_update"](mixed, conv_weight, None, conv_state, out_state=conv_state)
+        g, beta = base["gdn_gates"](a, b, A_log, dt_bias)
+        return y, z, g, beta
+
+    def gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim):
+        """One token: the projection GEMV with the conv update and the gates in its epilogue (gemv.cuh:
+        GdnInEpilogue), the split of K chosen as ``linear`` chooses it, so the projection's bits are the same."""
+        from .ops import split_k
+
+        s = suffix(x, "gdn_in_proj")
+        K, N = x.shape[-1], weight.shape[0]
+        H = (N - conv_dim - z_dim) // 2
+        f32 = torch.float32
+        if (s is None or x.numel() != K or _gemv.mma_on() or weight.dtype != x.dtype or K % 8 or H <= 0
+                or N != conv_dim + z_dim + 2 * H or not weight.is_contiguous()
+                or conv_weight.shape != (conv_dim, 4) or conv_weight.dtype != x.dtype
+                or not conv_weight.is_contiguous() or conv_state.shape != (conv_dim, 3) or conv_state.dtype != f32
+                or not conv_state.is_contiguous() or A_log.shape != (H,) or dt_bias.shape != (H,)
+                or A_log.dtype != f32 or dt_bias.dtype != f32 or not A_log.is_contiguous()
+                or not dt_bias.is_contiguous()
+                or any(t.device != x.device for t in (weight, conv_weight, conv_state, A_log, dt_bias))):
+            return unfused_gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim)
+        x1 = x.reshape(1, K).contiguous()
+        if not aligned(x1, weight):
+            return unfused_gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim)
+        y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)  # [1, C + Z]: conv out | z
+        g = torch.empty(1, H, dtype=f32, device=x.device)  # [1, H]
+        beta = torch.empty(1, H, dtype=x.dtype, device=x.device)  # [1, H]
+        sk = split_k(N, K) if warps % 4 == 0 else 1
+        rows = warps // sk
+        name = f"gemv_gdn_in_{s}_t1" + (f"_k{sk}" if sk > 1 else "")
+        lib.module(x.device)[name](((N + rows - 1) // rows,), (warps * 32,), weight, x1, y, N, K, conv_weight,
+                                   conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
+        return y[:, :conv_dim], y[:, conv_dim:], g, beta
+
+    return {"add_rms_norm": add_rms_norm, "rope_write_kv": rope_write_kv, "linear_silu_mul": linear_silu_mul,
+            "gdn_in_proj": gdn_in_proj}

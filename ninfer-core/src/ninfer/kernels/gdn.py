@@ -1,7 +1,8 @@
 """Launchers for the Gated DeltaNet kernels (``include/ninfer/gdn_kernels.cuh``): decode, verify and prefill.
 
-``causal_conv1d_update``, ``causal_conv1d_prefill``, ``gdn_recurrent``, ``gdn_recurrent_states`` and ``gdn_chunked``
-meet the reference ops of
+``causal_conv1d_update``, ``causal_conv1d_prefill``, ``gdn_recurrent``, ``gdn_recurrent_states``, ``gdn_chunked``
+and ``gdn_recurrent_gated`` (the recurrence and the layer's gated output norm in one launch, a block per value
+head, for decode and verify alike, so both sum in the same order) meet the reference ops of
 ``ninfer.reference.gdn`` exactly: same arguments, same results, fresh outputs, inputs never modified
 (a verify forward reads the conv window and state it passed in after the op, in
 ``kv.recurrent.RecurrentState.commit_verify``). The kernels themselves allow the new state to alias
@@ -24,12 +25,14 @@ import os
 import torch
 
 from ..reference import gdn as ref
+from ..reference import ops as ref_ops
 from ..reference.gdn import L2_EPS
 from .library import DTYPE_SUFFIX, GDN_CHUNK_BVS, KernelLibrary
 
 CONV_K = 4  # conv width the kernels are built for (Qwen3.5: linear_conv_kernel_dim)
 HEAD_DIM = 128  # Dk = Dv the gated delta rule kernel is built for
 GDN_THREADS = 128  # ninfer::GDN_THREADS
+GATED_THREADS = 512  # ninfer::GDN_HEAD_THREADS: gdn_recurrent_gated's block, one per value head
 CONV_THREADS = 128  # channels per block of the conv kernel (its __launch_bounds__)
 CONV_PREFILL_TOKENS = 64  # ninfer::CONV_PREFILL_TOKENS
 CHUNK = 64  # ninfer::GDN_CHUNK
@@ -53,8 +56,14 @@ def _on(device: torch.device, *ts) -> bool:
     return all(t is None or t.device == device for t in ts)
 
 
-def make_gdn_ops(lib: KernelLibrary) -> dict:
-    """The Gated DeltaNet launchers for one backend's library, keyed by op name."""
+def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
+    """The Gated DeltaNet launchers for one backend's library, keyed by op name. ``rms_norm_gated``: the
+    backend's output-norm launcher, which ``gdn_recurrent_gated`` composes with the recurrence where its fused
+    kernel does not apply (and under ``NINFER_FUSED=0``)."""
+    from .fused import fusion_enabled
+
+    fused_gated = fusion_enabled("gdn_recurrent_gated")
+    norm_gated = rms_norm_gated or ref_ops.rms_norm_gated
     bv = lib.tuning("NINFER_GDN_BV", 16)  # value columns per block: the grid must agree with the source
 
     def suffix(t: torch.Tensor):
@@ -157,6 +166,29 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
             return ref.gdn_recurrent_states(q, k, v, g, beta, initial_state, out_state)
         return _recurrent(q, k, v, g, beta, initial_state, keep_all=True, out_state=out_state)
 
+    def gdn_recurrent_gated(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False):
+        T = v.shape[0]
+        if (not fused_gated or not _fits(q, k, v, g, beta, initial_state) or not _out_fits(out_state, v, q)
+                or z.shape != v.shape or z.dtype != v.dtype or z.stride(2) != 1 or z.stride(1) != v.shape[2]
+                or norm_weight.shape != (v.shape[2],) or norm_weight.dtype != v.dtype
+                or not norm_weight.is_contiguous() or not _on(v.device, z, norm_weight)):
+            fn = gdn_recurrent_states if keep_all else gdn_recurrent
+            o, st = fn(q, k, v, g, beta, initial_state, out_state)
+            return norm_gated(o, z, norm_weight, eps), st
+        H, Dv = v.shape[1], v.shape[2]
+        Hk, Dk = q.shape[1], q.shape[2]
+        o = torch.empty(T, H, Dv, dtype=v.dtype, device=v.device)  # [T, H, Dv] normed
+        final, states = out_state, None
+        if keep_all:  # verify: the state once each token is in
+            states = torch.empty(T, H, Dk, Dv, dtype=torch.float32, device=v.device)  # [T, H, Dk, Dv]
+        elif final is None:
+            final = torch.empty(H, Dk, Dv, dtype=torch.float32, device=v.device)  # [H, Dk, Dv]
+        lib.module(v.device)[f"gdn_recurrent_gated_{suffix(v)}_d{HEAD_DIM}"](
+            (H,), (GATED_THREADS,), q, k, v, g, beta, initial_state, z, norm_weight, o, final, states, T, H, Hk,
+            q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), z.stride(0),
+            float(Dk ** -0.5), float(L2_EPS), float(eps))
+        return o, (states if keep_all else final)
+
     def _chunked(q, k, v, g, beta, initial_state):
         T, H, Dv = v.shape
         Hk, Dk = q.shape[1], q.shape[2]
@@ -199,7 +231,8 @@ def make_gdn_ops(lib: KernelLibrary) -> dict:
         return _recurrent(q, k, v, g, beta, initial_state, keep_all=False)
 
     return {"causal_conv1d_update": causal_conv1d_update, "causal_conv1d_prefill": causal_conv1d_prefill,
-            "gdn_recurrent": gdn_recurrent, "gdn_recurrent_states": gdn_recurrent_states, "gdn_chunked": gdn_chunked}
+            "gdn_recurrent": gdn_recurrent, "gdn_recurrent_states": gdn_recurrent_states, "gdn_chunked": gdn_chunked,
+            "gdn_recurrent_gated": gdn_recurrent_gated}
 
 
 def chunk_bv() -> int:

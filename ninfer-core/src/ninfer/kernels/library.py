@@ -26,12 +26,14 @@ KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quan
 FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1")  # fused.cuh, per dtype
 GDN_CHUNK_BVS = (16, 32)  # value columns per block of the chunked prefill's state pass
 GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128",  # gdn_kernels.cuh, per dtype and f32
+               "gdn_recurrent_gated_{s}_d128",
                "causal_conv1d_prefill_{s}_k4", "gdn_chunk_prep_{s}_d128",
                *(f"gdn_chunk_state_{{s}}_d128_v{bv}" for bv in GDN_CHUNK_BVS))
 
 
 def _family_names(suffix: str) -> list[str]:
     names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
+    names += [f"gemv_gdn_in_{suffix}_t1"] + [f"gemv_gdn_in_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
     names += [n.format(s=suffix) for n in GEMV_MMA_KERNELS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "argmax_part", "attention_combine", "gdn_gates",

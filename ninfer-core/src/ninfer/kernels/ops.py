@@ -42,8 +42,8 @@ def split_k(N: int, K: int) -> int:
     forced = os.environ.get("NINFER_GEMV_SPLITK", "1")
     if forced in ("0", "2", "4"):
         return max(1, int(forced))
-    if N > 16384:  # gate_up, lm_head: enough rows to stream unsplit (not measured split)
-        return 1
+    if N > 16384 + 256:  # gate_up, lm_head: enough rows to stream unsplit (not measured split); 16384 + 2 x 48:
+        return 1          # the 27B's Gated DeltaNet in_proj with its b|a rows (gdn_in_proj), measured as 16384
     if K <= 5120 or N <= 4096:  # 1024..16384 x 4096/5120 and 4096 x 14336: 4 fastest
         return 4
     return 2 if K <= 8192 else 1  # 5120 x 6144: 2; 5120 x 17408: 1
@@ -201,7 +201,7 @@ def make_ops(lib: KernelLibrary) -> dict:
     linear.mma = mma  # the fused gate_up + SwiGLU GEMV launches the same kernel family
     base = {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
             "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax, "sigmoid_mul": sigmoid_mul,
-            "paged_attention": make_paged_attention(lib), "gdn_gates": make_gdn_gates(lib), **make_gdn_ops(lib)}
+            "paged_attention": make_paged_attention(lib), "gdn_gates": make_gdn_gates(lib), **make_gdn_ops(lib, rms_norm_gated)}
     return {**base, **make_fused_ops(lib, base)}
 
 

@@ -6,7 +6,9 @@ plain w, gated by silu(z) -> out_proj. Decay g = -exp(A_log) * softplus(a + dt_b
 strength beta = sigmoid(b).
 
 Prefill runs the chunked form, decode the recurrent one, verify the recurrent form that keeps the
-state after each position (``kv.recurrent.RecurrentState.commit_verify``).
+state after each position (``kv.recurrent.RecurrentState.commit_verify``). Decode and verify run the recurrence
+and the output norm as one op (``gdn_recurrent_gated``: one kernel, the same summation order for both); with
+dense weights a decode step's projections, conv and gates are one more (``gdn_in_proj``: the GEMV's epilogue).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class GatedDeltaNet:
         self.dt_bias: torch.Tensor | None = None  # [H]
         self.norm_weight: torch.Tensor | None = None  # [Dv], plain w (not zero-centred)
         self._gate_params: tuple | None = None  # (A_log, dt_bias as loaded, their fp32 copies)
+        self._in_all: torch.Tensor | None = None  # in_proj | in_proj_ba rows in one matrix (dense weights)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         p = f"{prefix}.linear_attn"
@@ -77,14 +80,47 @@ class GatedDeltaNet:
                                      self.dt_bias.float().contiguous())
         return p[2], p[3]
 
+    def _projection(self) -> torch.Tensor | None:
+        """in_proj's and in_proj_ba's weights as one [C + H*Dv + 2H, hidden] matrix, rows [q|k|v|z|b|a], whose
+        two halves the Linears then view (no second copy): one GEMM instead of two, and the decode GEMV that
+        carries the conv and the gates in its epilogue (op gdn_in_proj). Dense weights only (None otherwise);
+        made on the first eager call (prefill runs before any graph capture)."""
+        wi, wb = self.in_proj.weight, self.in_proj_ba.weight
+        if (not isinstance(wi, torch.Tensor) or not isinstance(wb, torch.Tensor) or wi.dtype != wb.dtype
+                or wi.device != wb.device or wi.shape[1] != wb.shape[1]):
+            return None
+        a, n = self._in_all, wi.shape[0]
+        if (a is not None and a.shape[0] == n + wb.shape[0] and wi.data_ptr() == a.data_ptr()
+                and wb.data_ptr() == a[n:].data_ptr()):
+            return a
+        if wi.is_cuda and torch.cuda.is_current_stream_capturing():
+            return None
+        a = self._in_all = torch.cat([wi, wb]).contiguous()
+        self.in_proj.weight, self.in_proj_ba.weight = a[:n], a[n:]
+        return a
+
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         s, ops, state, i = self.shape, self.ops, ctx.state, self.state_idx
         if state is None:
             raise RuntimeError("a Gated DeltaNet layer needs ctx.state (a kv.recurrent.RecurrentState)")
         T = x.shape[0]
-        mixed, z = self.in_proj(x).split([s.conv_dim, self.v_width], dim=-1)  # [T, C], [T, H*Dv]
-        b, a = self.in_proj_ba(x).split([s.value_heads, s.value_heads], dim=-1)  # [T, H] each
         w = self.conv_weight.view(s.conv_dim, s.conv_kernel)  # [C, K]
+        W = self._projection()
+        if ctx.phase == "decode" and W is not None:  # projection + conv + gates, recurrence + norm: two launches
+            y, z, g, beta = ops.gdn_in_proj(x, W, w, state.conv[i], *self._gates_fp32(), s.conv_dim, self.v_width)
+            q, k, v = y.split([self.qk_width, self.qk_width, self.v_width], dim=-1)
+            q = q.reshape(T, s.key_heads, s.key_dim)
+            k = k.reshape(T, s.key_heads, s.key_dim)
+            v = v.reshape(T, s.value_heads, s.value_dim)
+            o, ssm = ops.gdn_recurrent_gated(q, k, v, g, beta, state.ssm[i], z.reshape(T, s.value_heads, s.value_dim),
+                                             self.norm_weight, self.cfg.rms_norm_eps, out_state=state.ssm[i])
+            state.commit(i, state.conv[i], ssm, T)
+            return self.out_proj(o.reshape(T, self.v_width))
+        if W is not None:
+            mixed, z, b, a = ops.linear(x, W).split([s.conv_dim, self.v_width, s.value_heads, s.value_heads], dim=-1)
+        else:
+            mixed, z = self.in_proj(x).split([s.conv_dim, self.v_width], dim=-1)  # [T, C], [T, H*Dv]
+            b, a = self.in_proj_ba(x).split([s.value_heads, s.value_heads], dim=-1)  # [T, H] each
         before = state.before_verify(i) if ctx.phase == "verify" else None  # keep(0)'s state, kept aside
         if ctx.phase == "prefill":
             y, conv_state = ops.causal_conv1d_prefill(mixed, w, None, state.conv[i])  # [T, C], [C, K-1]
@@ -98,12 +134,16 @@ class GatedDeltaNet:
         if ctx.phase == "prefill":
             o, ssm = ops.gdn_chunked(q, k, v, g, beta, state.ssm[i])
             state.commit(i, conv_state, ssm, T)
-        elif ctx.phase == "decode":  # the state is updated in place
-            o, ssm = ops.gdn_recurrent(q, k, v, g, beta, state.ssm[i], out_state=state.ssm[i])
-            state.commit(i, conv_state, ssm, T)
-        else:  # verify: in place too, and the state after every position for keep(accepted)
-            o, states = ops.gdn_recurrent_states(q, k, v, g, beta, state.ssm[i], out_state=state.ssm[i])
-            state.commit_verify(i, mixed, states, before)
-        o = ops.rms_norm_gated(o, z.reshape(T, s.value_heads, s.value_dim), self.norm_weight,
-                               self.cfg.rms_norm_eps)  # [T, H, Dv]
+            o = ops.rms_norm_gated(o, z.reshape(T, s.value_heads, s.value_dim), self.norm_weight,
+                                   self.cfg.rms_norm_eps)  # [T, H, Dv]
+        else:  # decode (quantised projections) and verify: the recurrence and the norm in one op, state in place;
+            # verify also keeps the state after every position for keep(accepted)
+            verify = ctx.phase == "verify"
+            o, st = ops.gdn_recurrent_gated(q, k, v, g, beta, state.ssm[i], z.reshape(T, s.value_heads, s.value_dim),
+                                            self.norm_weight, self.cfg.rms_norm_eps, out_state=state.ssm[i],
+                                            keep_all=verify)
+            if verify:
+                state.commit_verify(i, mixed, st, before)
+            else:
+                state.commit(i, conv_state, st, T)
         return self.out_proj(o.reshape(T, self.v_width))

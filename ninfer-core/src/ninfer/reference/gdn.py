@@ -211,8 +211,41 @@ def gdn_gates(a: torch.Tensor, b: torch.Tensor, A_log: torch.Tensor, dt_bias: to
     return g, torch.sigmoid(b)
 
 
+def gdn_in_proj(x: torch.Tensor, weight: torch.Tensor, conv_weight: torch.Tensor, conv_state: torch.Tensor,
+                A_log: torch.Tensor, dt_bias: torch.Tensor, conv_dim: int, z_dim: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A decode step's input side of a Gated DeltaNet layer in one op: the projection y = x W^T with W's rows
+    [q|k|v (conv_dim) | z (z_dim) | b (H) | a (H)], then :func:`causal_conv1d_update` (no bias; the window
+    ``conv_state`` [conv_dim, K-1] fp32 is updated in place) and :func:`gdn_gates` on b and a. x: [T, hidden].
+    Returns (q|k|v after the conv and SiLU [T, conv_dim], z [T, z_dim], g [T, H] fp32, beta [T, H])."""
+    from .ops import linear
+
+    H = (weight.shape[0] - conv_dim - z_dim) // 2
+    mixed, z, b, a = linear(x, weight).split([conv_dim, z_dim, H, H], dim=-1)
+    y, _ = causal_conv1d_update(mixed, conv_weight, None, conv_state, out_state=conv_state)
+    g, beta = gdn_gates(a, b, A_log, dt_bias)
+    return y, z, g, beta
+
+
+def gdn_recurrent_gated(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                        initial_state: torch.Tensor | None, z: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                        out_state: torch.Tensor | None = None, keep_all: bool = False
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decode/verify core of a Gated DeltaNet layer in one op: :func:`gdn_recurrent` (or, with
+    ``keep_all``, :func:`gdn_recurrent_states`), then the layer's output norm ``rms_norm_gated(o, z, w, eps)``.
+    z: [T, H, Dv] (may be a strided view). Returns (normed o [T, H, Dv] in v's dtype, the final state or,
+    with keep_all, the state after every position)."""
+    from .ops import rms_norm_gated
+
+    fn = gdn_recurrent_states if keep_all else gdn_recurrent
+    o, st = fn(q, k, v, g, beta, initial_state, out_state)
+    return rms_norm_gated(o, z, norm_weight, eps), st
+
+
 OPS = {
     "gdn_gates": gdn_gates,
+    "gdn_in_proj": gdn_in_proj,
+    "gdn_recurrent_gated": gdn_recurrent_gated,
     "causal_conv1d_prefill": causal_conv1d_prefill,
     "causal_conv1d_update": causal_conv1d_update,
     "gdn_chunked": gdn_chunked,

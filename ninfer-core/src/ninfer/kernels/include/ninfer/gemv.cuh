@@ -6,9 +6,21 @@
 
 namespace ninfer {
 
-template <typename T, int NT, int U, int WARPS>
-__device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restrict__ x, const T *__restrict__ bias,
-                                     T *__restrict__ y, int N, int K, int ntok) {
+// What a decode GEMV does with a finished output y[t, n] = acc: the plain store (plus the bias), or a fused
+// epilogue (GdnInEpilogue below). Called by one lane per output.
+template <typename T>
+struct GemvStore {
+    T *y;
+    const T *bias;
+    int N;
+    __device__ __forceinline__ void operator()(int t, int n, float acc) const {
+        y[(i64)t * N + n] = from_f<T>(acc + (bias ? to_f(bias[n]) : 0.f));
+    }
+};
+
+template <typename T, int NT, int U, int WARPS, typename Epi>
+__device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restrict__ x, const Epi &epi, int N, int K,
+                                     int ntok) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n = blockIdx.x * WARPS + warp;
     const int t0 = blockIdx.y * NT;
@@ -58,12 +70,17 @@ __device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restric
             }
         }
     }
-    const float b = bias ? to_f(bias[n]) : 0.f;
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         float s = warp_sum(acc[t]);
-        if (lane == 0 && t < nt) y[(i64)(t0 + t) * N + n] = from_f<T>(s + b);
+        if (lane == 0 && t < nt) epi(t0 + t, n, s);
     }
+}
+
+template <typename T, int NT, int U, int WARPS>
+__device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restrict__ x, const T *__restrict__ bias,
+                                     T *__restrict__ y, int N, int K, int ntok) {
+    gemv<T, NT, U, WARPS>(W, x, GemvStore<T>{y, bias, N}, N, K, ntok);
 }
 
 }  // namespace ninfer
@@ -73,9 +90,9 @@ namespace ninfer {
 // Batch-1 GEMV with split K, for matrices with too few rows to keep enough loads in flight (the q/k/v and o
 // projections, a down projection of 4096 rows): SPLITK warps share a row, each streaming a contiguous
 // K range, and their partial sums meet in shared memory in a fixed order (deterministic).
-template <typename T, int U, int WARPS, int SPLITK>
-__device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__restrict__ x,
-                                            const T *__restrict__ bias, T *__restrict__ y, int N, int K) {
+template <typename T, int U, int WARPS, int SPLITK, typename Epi>
+__device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__restrict__ x, const Epi &epi, int N,
+                                            int K) {
     constexpr int ROWS = WARPS / SPLITK;
     __shared__ float s_acc[WARPS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -122,9 +139,55 @@ __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__
         float s = 0.f;
 #pragma unroll
         for (int p = 0; p < SPLITK; p++) s += s_acc[warp + p];
-        y[n] = from_f<T>(s + (bias ? to_f(bias[n]) : 0.f));
+        epi(0, n, s);
     }
 }
+
+template <typename T, int U, int WARPS, int SPLITK>
+__device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__restrict__ x,
+                                            const T *__restrict__ bias, T *__restrict__ y, int N, int K) {
+    gemv_splitk<T, U, WARPS, SPLITK>(W, x, GemvStore<T>{y, bias, N}, N, K);
+}
+
+// The Gated DeltaNet layer's decode input side as the epilogue of its one-token projection GEMV: W's rows are
+// [q|k|v (C) | z (Z) | b (H) | a (H)]. Each output is first rounded to T (the projection's output, as the
+// unfused ops see it), then: a q|k|v channel runs the causal conv update + SiLU (taps [C, 4] in T, window
+// [C, 3] fp32 updated in place: each channel has one owner, so no other thread reads it), z is stored as is,
+// b becomes beta = sigmoid(b) (in T) and a the log-decay g = -exp(A_log) softplus(a + dt_bias) (fp32).
+// y is [1, C + Z]. Exactly ninfer.reference.gdn.gdn_in_proj's arithmetic after the GEMV.
+template <typename T>
+struct GdnInEpilogue {
+    T *y;
+    const T *conv_w;
+    float *conv_state;
+    const float *A_log, *dt_bias;
+    float *g;
+    T *beta;
+    int C, Z, H;
+    __device__ __forceinline__ void operator()(int, int n, float acc) const {
+        const float val = to_f(from_f<T>(acc));
+        if (n < C) {
+            float win[4];
+#pragma unroll
+            for (int i = 0; i < 3; i++) win[i] = conv_state[(i64)n * 3 + i];
+            win[3] = val;
+            float a = 0.f;
+#pragma unroll
+            for (int i = 0; i < 4; i++) a += win[i] * to_f(conv_w[(i64)n * 4 + i]);
+            y[n] = from_f<T>(a / (1.f + expf(-a)));
+#pragma unroll
+            for (int i = 0; i < 3; i++) conv_state[(i64)n * 3 + i] = win[i + 1];
+        } else if (n < C + Z) {
+            y[n] = from_f<T>(acc);
+        } else if (n < C + Z + H) {
+            beta[n - C - Z] = from_f<T>(1.f / (1.f + expf(-val)));
+        } else {
+            const int h = n - C - Z - H;
+            const float xx = val + dt_bias[h];
+            g[h] = -expf(A_log[h]) * (xx > 20.f ? xx : log1pf(expf(xx)));
+        }
+    }
+};
 
 }  // namespace ninfer
 

@@ -53,6 +53,26 @@
         ninfer::gemv_splitk<T, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS, SK>(W, x, b, y, N, K);            \
     }
 
+#define NINFER_GEMV_GDN_IN_ARGS(T)                                                                     \
+    const T *W, const T *x, T *y, int N, int K, const T *conv_w, float *conv_state, const float *A_log,  \
+        const float *dt_bias, float *g, T *beta, int C, int Z, int H
+#define NINFER_GEMV_GDN_IN(S, T)                                                                        \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_gdn_in_##S##_t1(NINFER_GEMV_GDN_IN_ARGS(T)) {                                              \
+        ninfer::gemv<T, 1, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS>(                                      \
+            W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K, 1); \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_gdn_in_##S##_t1_k2(NINFER_GEMV_GDN_IN_ARGS(T)) {                                           \
+        ninfer::gemv_splitk<T, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS, 2>(                               \
+            W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K); \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_gdn_in_##S##_t1_k4(NINFER_GEMV_GDN_IN_ARGS(T)) {                                           \
+        ninfer::gemv_splitk<T, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS, 4>(                               \
+            W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K); \
+    }
+
 #define NINFER_GEMV_MMA(NAME, T, MT, NTILE, U, SILU)                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_MMA_WARPS * 32)                                  \
         NAME(const T *W, const T *x, const T *b, T *y, float *part, int *ctr, int N, int K, int ntok, int ksg) { \
@@ -99,6 +119,7 @@
     NINFER_GEMV(S, T, 16, 2)                                                                            \
     NINFER_GEMV_SPLITK(S, T, 2)                                                                         \
     NINFER_GEMV_SPLITK(S, T, 4)                                                                         \
+    NINFER_GEMV_GDN_IN(S, T)                                                                            \
     NINFER_GEMV_MMA_KERNELS(S, T)                                                                       \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) {                \
