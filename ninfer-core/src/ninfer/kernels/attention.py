@@ -28,9 +28,13 @@ MAX_SPLITS = 1024  # ATTN_MAX_SPLITS in attention.cuh
 COMBINE_THREADS = 256  # COMBINE_THREADS in attention.cuh
 
 
+MIN_SPLIT = 32  # the fewest keys per split: the kernels shrink the capacity's splits to the context, down to this
+
+
 def split_size(capacity: int) -> int:
-    """Keys per split: about 128 splits over the capacity, a power of two in [32, 256]."""
-    c = 32
+    """Keys per split over the block table's capacity: about 128 splits, a power of two in [32, 256]. The grid has
+    that many splits; at a shorter context the kernels use shorter ones (attention.cuh: launch_split)."""
+    c = MIN_SPLIT
     while c < MAX_SPLIT and c * 128 < capacity:
         c *= 2
     return c
@@ -120,12 +124,13 @@ def make_paged_attention(lib: KernelLibrary):
         if ctr is not None:
             mod[f"attention_split_combine_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt,
                                                      pos.contiguous(), part_o, part_ml, T, Hq, Hk, bs, S, C,
-                                                     q.stride(0), float(scale), out, ctr)
+                                                     MIN_SPLIT, q.stride(0), float(scale), out, ctr)
             return out
         mod[f"attention_split_{s}_d{D}"]((Hk, S, (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK), (warps * 32,),
                                          q, k_cache, v_cache, bt, pos.contiguous(), part_o, part_ml, T, Hq, Hk,
-                                         bs, S, C, q.stride(0), float(scale))
-        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, D)
+                                         bs, S, C, MIN_SPLIT, q.stride(0), float(scale))
+        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, MIN_SPLIT,
+                                      D)
         return out
 
     return paged_attention

@@ -131,7 +131,8 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
             ((rows + R - 1) // R, Hk, S), (warps * 32,), q, k_cache.data, k_cache.scale, k_cache.offset,
             v_cache.data, v_cache.scale, v_cache.offset, bt, pos, part_o, part_ml, T, Hq, Hk, bs, S, C,
             q.stride(0), float(scale), blk if k_cache.rotate else 0, blk if v_cache.rotate else 0)
-        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, D)
+        # the quantised split kernel keeps C keys a split at any context: the combine must not shrink it (cmin = C)
+        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, C, D)
         return out
 
     return {"write_kv": write_kv, "paged_attention": paged_attention}

@@ -13,6 +13,16 @@ __device__ __forceinline__ i64 out_index(int row, int grp, int Hq, int kvh) {
     return (i64)(row / grp) * Hq + kvh * grp + row % grp;
 }
 
+// Keys per split of one launch. The launcher sizes the grid for the block table's capacity, S splits of C keys
+// (powers of two). At a shorter context, last position `last`, the splits shrink, down to cmin, while S of them
+// still cover keys 0..last: a 512-token context in a 32K-token table runs 17 splits of 32 keys, not 2 of 256,
+// and one graph still serves every length. The split and combine kernels compute it alike.
+__device__ __forceinline__ int launch_split(int C, int cmin, int S, i64 last) {
+    int c = min(cmin, C);
+    while (c < C && (i64)c * S < last + 1) c <<= 1;
+    return c;
+}
+
 // Phases 1-3 of one block of attention_split (below): scores, probabilities, partial output of its split.
 template <typename T, int D, int R, int CMAX, int NW>
 __device__ __forceinline__ void split_partials(const T *__restrict__ q, const T *__restrict__ k_cache,
@@ -203,9 +213,10 @@ template <typename T, int D, int R, int CMAX, int NW, bool COMBINE>
 __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
                                                 const T *__restrict__ v_cache, const int *__restrict__ block_table,
                                                 const i64 *__restrict__ positions, float *part_o, float *part_ml,
-                                                int ntok, int Hq, int Hk, int bs, int S, int C, int q_stride,
-                                                float scale, T *out, int *counters) {
+                                                int ntok, int Hq, int Hk, int bs, int S, int C, int cmin,
+                                                int q_stride, float scale, T *out, int *counters) {
     __shared__ float s_p[R][CMAX];
+    C = launch_split(C, cmin, S, positions[ntok - 1]);
     __shared__ float s_o[NW][R][D];  // per-warp partial outputs, summed in a fixed order (deterministic)
     const int kvh = blockIdx.x, split = blockIdx.y;
     const int grp = Hq / Hk;
@@ -243,10 +254,11 @@ constexpr int COMBINE_THREADS = 256;
 template <typename T>
 __device__ __forceinline__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                                                   const i64 *__restrict__ positions, T *__restrict__ out, int Hq,
-                                                  int S, int C, int D) {
+                                                  int S, int C, int cmin, int D) {
     __shared__ float s_w[ATTN_MAX_SPLITS];
     __shared__ float scratch[32];
     __shared__ __align__(16) float s_sum[COMBINE_THREADS * 4];
+    C = launch_split(C, cmin, S, positions[gridDim.x / Hq - 1]);  // as the split kernel did
     const i64 row = blockIdx.x;
     const int t = (int)(row / Hq);
     const int ns = min(S, (int)((positions[t] + C) / C));  // splits holding keys 0..positions[t]

@@ -98,17 +98,18 @@
 #define NINFER_ATTN(S, T, D)                                                                            \
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_##S##_d##D(    \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
-        int ntok, int Hq, int Hk, int bs, int S_, int C, int q_stride, float scale) {                   \
+        int ntok, int Hq, int Hk, int bs, int S_, int C, int cmin, int q_stride, float scale) {         \
         ninfer::pdl_enter();                                                                            \
         ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false>(    \
-            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale, nullptr, nullptr);   \
+            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, cmin, q_stride, scale, nullptr, nullptr); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_combine_##S##_d##D( \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
-        int ntok, int Hq, int Hk, int bs, int S_, int C, int q_stride, float scale, T *out, int *counters) { \
+        int ntok, int Hq, int Hk, int bs, int S_, int C, int cmin, int q_stride, float scale, T *out,    \
+        int *counters) {                                                                                \
         ninfer::pdl_enter();                                                                            \
         ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, true>(     \
-            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, q_stride, scale, out, counters);      \
+            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, cmin, q_stride, scale, out, counters); \
     }
 
 #define NINFER_KERNELS(S, T)                                                                            \
@@ -167,9 +168,9 @@
     NINFER_ATTN(S, T, 128)                                                                              \
     NINFER_ATTN(S, T, 256)                                                                              \
     extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
-                                                     T *out, int Hq, int S_, int C, int D) {            \
+                                                     T *out, int Hq, int S_, int C, int cmin, int D) {  \
         ninfer::pdl_enter();                                                                            \
-        ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, D);                                  \
+        ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, cmin, D);                            \
     }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
     NINFER_KVQ_KERNELS(S, T)                                                                            \
