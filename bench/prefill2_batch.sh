@@ -5,6 +5,8 @@
 # CUDA-core state pass, prefill pieces of 4096) with a profile; the previous code (commit 5f29f50, exported to the
 # untracked .base/ beside the sources) timed the same way in this call; then the chunked GDN conformance tests on
 # every backend that runs here and the 27B end-to-end tests. Kernels precompiled in .kc (old and new sources).
+# .base was made here with: mkdir .base && git archive 5f29f50 ninfer-core backends drafters bench | tar -x -C .base
+# (then its sm90 library precompiled into .kc like the others); without .base the step is skipped.
 # STEPS (default: all): quick decode ab base conf models
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE; [ -d .kc ] && cp -r .kc/. $NINFER_KERNEL_CACHE/
