@@ -1,6 +1,7 @@
 """Batch-1 decode and prefill speed of ninfer on random-weight models of real shapes.
 
-For each shape and context: prefill a random prompt of CTX tokens (timed), then greedy-decode NEW
+For each shape and context: prefill a random prompt of CTX tokens (timed --prefill-repeats times from an empty
+cache after a warm-up one: the median, min..max beside it), then greedy-decode NEW
 tokens through the engine's runner (CUDA graphs on, an argmax and a host read per token, as in
 generation). Reports tok/s, the bytes one decode step must read (weights but the embedding table, the
 KV cache up to the context, the Gated DeltaNet states read and written) over the measured device copy
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -81,7 +83,7 @@ def step_bytes(runner, weights: dict, ctx: int) -> int:
 
 
 def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: int | None,
-              flops: float = 0.0, weights: dict | None = None) -> dict:
+              flops: float = 0.0, weights: dict | None = None, prefill_repeats: int = 5) -> dict:
     dtype = torch.bfloat16
     runner, weights = rm.build(shape, backend, "cuda", dtype, ctx + new + 64, layers=layers, weights=weights)
     vocab = runner.cfg.vocab_size
@@ -94,12 +96,15 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
     tok = int(argmax(runner.prefill(prompt)[None])[0])
     for _ in range(3):
         tok = int(argmax(runner.decode(tok)[None])[0])
-    runner.reset()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    logits = runner.prefill(prompt)
-    torch.cuda.synchronize()
-    t_prefill = time.perf_counter() - t0
+    times = []  # the prefill, timed `prefill_repeats` times from an empty cache: the median is reported
+    for _ in range(max(1, prefill_repeats)):
+        runner.reset()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        logits = runner.prefill(prompt)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    t_prefill = statistics.median(times)
     tok = int(argmax(logits[None])[0])
     t0 = time.perf_counter()
     for _ in range(new):
@@ -108,7 +113,8 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
     tok_s = new / t_decode
     nbytes = step_bytes(runner, weights, ctx + new // 2)
     row = {"shape": shape, "layers": runner.cfg.num_layers, "backend": backend, "ctx": ctx, "new": new,
-           "prefill_tok_s": ctx / t_prefill, "decode_tok_s": tok_s, "step_GB": nbytes / 1e9,
+           "prefill_tok_s": ctx / t_prefill, "prefill_tok_s_min": ctx / max(times), "prefill_tok_s_max": ctx / min(times),
+           "prefill_repeats": len(times), "decode_tok_s": tok_s, "step_GB": nbytes / 1e9,
            "bw_fraction": nbytes * tok_s / bw,
            "prefill_flop_fraction": prefill_flops(runner, weights, ctx) / t_prefill / flops if flops else None, "graph_replays": runner.graphs.replays if runner.graphs else 0}
     del runner, weights
@@ -123,6 +129,8 @@ def main():
     ap.add_argument("--ctx", default="512,8192")
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--layers", type=int, default=None, help="fewer layers, for a quick look")
+    ap.add_argument("--prefill-repeats", type=int, default=5, help="timed prefills per row (after a warm-up one); "
+                    "prefill tok/s is their median, min..max beside it")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--gemv", default=None, help="A/B in one process on the same weights: a comma list of "
                     "ninfer.kernels.gemv.MODE values run in turn per shape, e.g. simt,mma,simt,mma")
@@ -173,14 +181,16 @@ def main():
                 gemv.MODE = mode
                 set_pdl(pdl, norm, opt)
                 os.environ["NINFER_FUSED"] = fused  # read when the ops are resolved (rm.build)
-                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights))
+                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights, a.prefill_repeats))
                 r = rows[-1]
                 r["gemv"], r["pdl"], r["norm"], r["fused"], r["opts"] = mode, pdl, norm, fused, opt
                 print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s} norm={norm} "
                       f"fused={fused} opts='{opt}': decode "
                       f"{r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "
-                      f"prefill {r['prefill_tok_s']:8.0f} tok/s ({r['prefill_flop_fraction']:.2f} of bf16 matmul)",
+                      f"prefill {r['prefill_tok_s']:8.0f} tok/s median of {r['prefill_repeats']} "
+                      f"({r['prefill_tok_s_min']:.0f}..{r['prefill_tok_s_max']:.0f}; "
+                      f"{r['prefill_flop_fraction']:.2f} of bf16 matmul)",
                       flush=True)
             except Exception as e:  # one shape failing must not hide the others
                 print(f"FAILED {shape} ctx={ctx} gemv={mode} pdl={pdl} norm={norm}: {type(e).__name__}: "

@@ -5,7 +5,8 @@ output norm) at decode (T=1) and verify (T=16) widths: the median time per call 
 repeats of a CUDA graph holding CALLS calls (as the engine runs them: no Python in the timing), for
 the backend's kernel and for the reference op, and the kernel's bytes moved per second as a fraction
 of the measured device copy bandwidth. Prefill rows (T=2048, the runner's prefill piece): gdn_chunked
-served by the chunked kernels (both state-pass slice widths), by the old token-by-token kernel
+served by the chunked kernels (the tensor-core state pass, the CUDA-core one at both slice widths), by the old
+token-by-token kernel
 (NINFER_GDN_CHUNKED=0) and by the reference's chunked torch form, and causal_conv1d_prefill by its kernel
 and by the reference; each with its time scaled to a whole 8K prompt over the 27B's 48 GDN layers
 (x 4 pieces x 48), against the ~4 ms per layer the 9K tok/s goal leaves them. Last, full attention of the
@@ -99,7 +100,8 @@ def cases(dtype: torch.dtype):
         yield ("rms_norm_gated",) * 2 + (T, lambda T=T: norm_args(T), 3 * T * VW * es + D * es, {})
     # prefill pieces: the chunked kernels (two slice widths), the old token-by-token kernel, the reference
     P = 2048
-    for env in ({"NINFER_GDN_CHUNK_BV": "16"}, {"NINFER_GDN_CHUNK_BV": "32"}, {"NINFER_GDN_CHUNKED": "0"}):
+    for env in ({"NINFER_GDN_CHUNK_STATE": "mma"}, {"NINFER_GDN_CHUNK_STATE": "simt", "NINFER_GDN_CHUNK_BV": "16"},
+                {"NINFER_GDN_CHUNK_STATE": "simt", "NINFER_GDN_CHUNK_BV": "32"}, {"NINFER_GDN_CHUNKED": "0"}):
         yield "gdn_chunked", "gdn_chunked", P, lambda: gdn_args(P), 2 * state + io(P), env
     yield ("causal_conv1d_prefill",) * 2 + (P, lambda: conv_args(P), 2 * P * C * es + C * K * es + 2 * C * (K - 1) * 4,
                                             {})

@@ -3,10 +3,14 @@ all 64 layers) prefilling CTX tokens through the engine's runner (2048-token pie
 
 First the prefill tok/s of each variant (environment switches, one model; each prefill warmed once at the
 same shape, then timed with the device synchronised around it):
-  default    the current path (chunked Gated DeltaNet kernels, conv1d prefill kernel, bottom-right SDPA)
+  default    the current path (chunked Gated DeltaNet kernels, tensor-core state pass, conv1d prefill kernel,
+             bottom-right SDPA)
   attn_mask  full attention of later pieces through the boolean mask tensor (NINFER_PREFILL_ATTN=mask)
-  gdn_bv32   the chunked rule's state pass with 32-column value slices (NINFER_GDN_CHUNK_BV=32)
+  gdn_simt   the chunked rule's CUDA-core state pass, 16-column value slices (NINFER_GDN_CHUNK_STATE=simt)
+  gdn_bv32   the same with 32-column value slices (NINFER_GDN_CHUNK_BV=32)
   before     the path before the chunked kernels: token-by-token rule, reference conv, mask SDPA
+  X+piece=N  variant X with the runner's prefill pieces of N tokens (2048 by default)
+With --repeats R every variant but "before" is timed R times, round-robin, and the median (min..max) printed.
 Then (before the slow "before" variant) one default prefill under torch.profiler: its device kernels grouped (GEMM, attention, Gated DeltaNet,
 elementwise/other) with their share of the wall time, the top kernels, and the host synchronisations.
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -26,12 +31,19 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import random_model as rm  # noqa: E402
 
-VARIANTS = {
+VARIANTS = {  # environment switches; "piece=N" in a variant's name also sets the runner's prefill piece size
     "default": {},
     "attn_mask": {"NINFER_PREFILL_ATTN": "mask"},
-    "gdn_bv32": {"NINFER_GDN_CHUNK_BV": "32"},
+    "gdn_simt": {"NINFER_GDN_CHUNK_STATE": "simt"},
+    "gdn_bv32": {"NINFER_GDN_CHUNK_STATE": "simt", "NINFER_GDN_CHUNK_BV": "32"},
     "before": {"NINFER_GDN_CHUNKED": "0", "NINFER_PREFILL_ATTN": "mask"},
 }
+
+
+def variant_env(v: str) -> tuple[dict, int | None]:
+    """A variant's environment and prefill piece size: a VARIANTS key, optionally with "+piece=N"."""
+    name, _, piece = v.partition("+piece=")
+    return VARIANTS[name], (int(piece) if piece else None)
 GROUPS = (("attention", ("flash", "fmha", "attention", "sdpa")),  # before gemm: flash kernels name cutlass
           ("gemm", ("gemm", "cutlass", "xmma", "nvjet", "cublas", "splitk")),
           ("gated_deltanet", ("gdn_", "conv1d", "trsm", "triangular")))
@@ -110,7 +122,8 @@ def main():
     ap.add_argument("--backend", default="sm90")
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--layers", type=int, default=None)
-    ap.add_argument("--variants", default="default,attn_mask,gdn_bv32,before")
+    ap.add_argument("--variants", default="default,attn_mask,gdn_simt,gdn_bv32,before")
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--no-profile", action="store_true")
     a = ap.parse_args()
@@ -123,14 +136,34 @@ def main():
     variants = a.variants.split(",")
     early = [v for v in variants if v != "before"]  # the slow old path last, after the profile
 
+    base_piece = runner.prefill_chunk
+
+    def timed(v):
+        env, piece = variant_env(v)
+        runner.prefill_chunk = piece or base_piece
+        try:
+            return with_env(env, lambda: timed_prefill(runner, prompt))
+        finally:
+            runner.prefill_chunk = base_piece
+
+    def report(v, ts):
+        ts = sorted(ts)
+        med = statistics.median(ts)
+        print(f"RESULT prefill {a.shape} ctx={a.ctx} {v:22}: {a.ctx / med:8.0f} tok/s median of {len(ts)} "
+              f"({a.ctx / ts[-1]:.0f}..{a.ctx / ts[0]:.0f}; {med * 1e3:.1f} ms)", flush=True)
+
     def measure(v):
-        env = VARIANTS[v]
-        with_env(env, lambda: timed_prefill(runner, prompt))  # warm-up at this shape
-        t = with_env(env, lambda: timed_prefill(runner, prompt))
-        print(f"RESULT prefill {a.shape} ctx={a.ctx} {v:10}: {a.ctx / t:8.0f} tok/s ({t * 1e3:.1f} ms)", flush=True)
+        timed(v)  # warm-up at this shape
+        report(v, [timed(v)])
 
     for v in early:
-        measure(v)
+        timed(v)  # warm-up at this shape
+    times = {v: [] for v in early}
+    for _ in range(a.repeats):  # round-robin: drift over the call affects every variant alike
+        for v in early:
+            times[v].append(timed(v))
+    for v in early:
+        report(v, times[v])
     if not a.no_profile:
         profile(runner, prompt, a.top)
     for v in variants:

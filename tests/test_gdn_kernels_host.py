@@ -50,6 +50,27 @@ template <typename T> T from_f(float);
 template <> inline float from_f<float>(float x) { return x; }
 inline float warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(~0u, v, o); return v; }
 }
+// gdn_chunked_mma.cuh: float2, bit casts, a host bf16, and the device instructions (mma_tf32 in the driver)
+#include <cstring>
+struct alignas(8) float2 { float x, y; };
+inline float2 make_float2(float a, float b) { return {a, b}; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+struct hbf16 { unsigned short b; };
+#define NINFER_GDN_MMA_HOST
+namespace ninfer {
+inline float to_f(hbf16 x) { return __uint_as_float((unsigned)x.b << 16); }
+template <> inline hbf16 from_f<hbf16>(float x) {
+    unsigned u = __float_as_uint(x);
+    return {(unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+inline unsigned tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+inline void tf32_split(float x, unsigned &hi, unsigned &lo) { hi = tf32_rna(x); lo = tf32_rna(x - __uint_as_float(hi)); }
+void mma_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+inline void gdn_cp16(void *dst, const void *src, int sz) { if (sz) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16); }
+inline void gdn_cp_commit() {}
+inline void gdn_cp_wait_all() {}
+}
 """
 
 DRIVER = r"""
@@ -57,6 +78,7 @@ DRIVER = r"""
 #include "conv1d_update.cuh"
 #include "gdn_recurrent.cuh"
 #include "gdn_chunked.cuh"
+#include "gdn_chunked_mma.cuh"
 #include <barrier>
 #include <functional>
 #include <thread>
@@ -133,6 +155,44 @@ extern "C" void gdn_chunk_prep_f32_d128(int gx, int gy, int threads, const float
     }
 CHUNK_STATE(16)
 CHUNK_STATE(32)
+// mma.sync m16n8k8 TF32 of one warp as the PTX ISA lays out its fragments (g = lane / 4, t4 = lane % 4): A row
+// g (+8 in a1, a3) at k = t4 (+4 in a2, a3); B column g at k = t4 (+4 in b1); D rows g / g+8, columns 2 t4 (+1).
+// Each lane posts its fragments, then computes its own D from everyone's (operands cut to TF32, as the hardware).
+static float mma_slots[8][32][6];
+void ninfer::mma_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32, g = l / 4, t4 = l % 4;
+    for (int i = 0; i < 4; i++) mma_slots[w][l][i] = __uint_as_float(a[i] & 0xffffe000u);
+    mma_slots[w][l][4] = __uint_as_float(b0 & 0xffffe000u);
+    mma_slots[w][l][5] = __uint_as_float(b1 & 0xffffe000u);
+    warp_bar[w]->arrive_and_wait();
+    for (int i = 0; i < 4; i++) {
+        const int r = g + 8 * (i / 2), n = 2 * t4 + i % 2;
+        double acc = 0;
+        for (int kk = 0; kk < 8; kk++)
+            acc += (double)mma_slots[w][(r % 8) * 4 + kk % 4][(r >= 8) + 2 * (kk >= 4)] *
+                   mma_slots[w][n * 4 + kk % 4][4 + (kk >= 4)];
+        d[i] += (float)acc;
+    }
+    warp_bar[w]->arrive_and_wait();
+}
+alignas(16) static unsigned char mma_smem[ninfer::gdn_mma_smem_bytes()];
+extern "C" void gdn_chunk_prep_bf16_d128(int gx, int gy, int threads, const hbf16 *q, const hbf16 *k, const hbf16 *v,
+        const float *g, const hbf16 *beta, float *W, float *U, float *Aqk, float *G, float *rq, float *rk, int T, int H,
+        int Hk, int qs, int ks, int vs, int gs, int bs, float scale, float eps) {
+    gridDim = {gx, gy, 1};
+    launch(gx, gy, threads, [=] {
+        ninfer::gdn_chunk_prep<hbf16, 128>(prep_smem, q, k, v, g, beta, W, U, Aqk, G, rq, rk, T, H, Hk, qs, ks, vs,
+                                           gs, bs, scale, eps);
+    });
+}
+extern "C" void gdn_chunk_state_mma_bf16_d128(int gx, int gy, int threads, const hbf16 *q, const hbf16 *k,
+        const float *W, const float *U, const float *Aqk, const float *G, const float *rq, const float *rk,
+        const float *si, hbf16 *out, float *so, int T, int H, int Hk, int qs, int ks, int NC) {
+    gridDim = {gx, gy, 1};
+    launch(gx, gy, threads, [=] {
+        ninfer::gdn_chunk_state_mma<hbf16>(mma_smem, q, k, W, U, Aqk, G, rq, rk, si, out, so, T, H, Hk, qs, ks, NC);
+    });
+}
 """
 
 
@@ -142,7 +202,7 @@ def host_kernels(tmp_path_factory):
     if cxx is None:
         pytest.skip("needs a host C++20 compiler (g++) to run the kernel source on the CPU")
     d = tmp_path_factory.mktemp("gdn_host")
-    for name in ("conv1d_update.cuh", "gdn_recurrent.cuh", "gdn_chunked.cuh"):
+    for name in ("conv1d_update.cuh", "gdn_recurrent.cuh", "gdn_chunked.cuh", "gdn_chunked_mma.cuh"):
         shutil.copy(CORE_INCLUDE / "ninfer" / name, d / name)
     (d / "common.cuh").write_text(SHIM)
     (d / "driver.cpp").write_text(DRIVER)
@@ -260,3 +320,22 @@ def test_chunked_rule_source(ops, monkeypatch, T, fresh, bv, H, Hk):
     want_o, want_s = ref.gdn_chunked(q, k, v, g, beta, s0)
     assert o.shape == want_o.shape and s.shape == want_s.shape
     assert rel(o, want_o) < 1e-5 and rel(s, want_s) < 1e-5
+
+
+@pytest.mark.parametrize("T,fresh,H,Hk", [(1, False, 4, 2), (64, True, 2, 2), (150, False, 3, 1)])
+def test_chunked_rule_tensor_core_source(ops, monkeypatch, T, fresh, H, Hk):
+    """The tensor-core state pass (gdn_chunked_mma.cuh, bf16 inputs) with its mma.sync fragments emulated per warp:
+    the fragment index math, the cp.async staging and the 3xTF32 split against the reference (fp32 state)."""
+    monkeypatch.setattr(launchers, "tensor_cores", lambda device_index: True)
+    D = 128
+    y = torch.randn(T, 2 * Hk * D + H * D + 8).to(torch.bfloat16)  # rows 16-byte aligned
+    q, k, v = (y[:, a:b] for a, b in ((0, Hk * D), (Hk * D, 2 * Hk * D), (2 * Hk * D, 2 * Hk * D + H * D)))
+    q, k, v = q.view(T, Hk, D), k.view(T, Hk, D), v.view(T, H, D)
+    b, a = torch.randn(T, 2 * H).split([H, H], dim=-1)
+    g, beta = -F.softplus(a) * 2, torch.sigmoid(b).to(torch.bfloat16)
+    s0 = None if fresh else torch.randn(H, D, D) * 0.3
+    o, s = ops["gdn_chunked"](*map(cuda_like, (q, k, v, g, beta, s0)))
+    assert ops["launched"] == ["gdn_chunk_prep_bf16_d128", "gdn_chunk_state_mma_bf16_d128"]
+    want_o, want_s = ref.gdn_chunked(q.float(), k.float(), v.float(), g, beta.float(), s0)
+    assert o.dtype == torch.bfloat16 and o.shape == want_o.shape and s.shape == want_s.shape
+    assert rel(o, want_o) < 5e-3 and rel(s, want_s) < 1e-5

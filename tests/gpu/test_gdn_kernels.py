@@ -169,10 +169,14 @@ def test_gdn_recurrent_states(backend, kernels_only, T):
         check_gdn(ops, T, dtype, "gdn_recurrent_states")
 
 
-def chunked_kernels(dtype, bv=16):
+def chunked_kernels(dtype, bv=16, simt=False):
+    """The chunked pair the launcher should pick: the tensor-core state pass for 16-bit inputs on sm_80+, the
+    CUDA-core one (value slices of bv) for float32 inputs, older GPUs or NINFER_GDN_CHUNK_STATE=simt."""
     from ninfer.kernels.library import DTYPE_SUFFIX
 
     s = DTYPE_SUFFIX.get(dtype, "f32")
+    if s != "f32" and not simt and torch.cuda.get_device_capability() >= (8, 0):
+        return [f"gdn_chunk_prep_{s}_d128", f"gdn_chunk_state_mma_{s}_d128"]
     return [f"gdn_chunk_prep_{s}_d128", f"gdn_chunk_state_{s}_d128_v{bv}"]
 
 
@@ -192,12 +196,16 @@ def test_gdn_chunked_prefill(backend, kernels_only, launched, T, fresh):
 
 @pytest.mark.parametrize("bv", [16, 32])
 def test_gdn_chunked_slice_widths(backend, kernels_only, launched, monkeypatch, bv):
-    """Both value-slice widths of the state pass (NINFER_GDN_CHUNK_BV), in the model dtype."""
+    """Both value-slice widths of the CUDA-core state pass (NINFER_GDN_CHUNK_STATE=simt, NINFER_GDN_CHUNK_BV), in
+    the model dtype, a long prompt included."""
+    monkeypatch.setenv("NINFER_GDN_CHUNK_STATE", "simt")
     monkeypatch.setenv("NINFER_GDN_CHUNK_BV", str(bv))
     ops = gdn_ops(backend)
     dtype = backend_dtypes(backend)[0]
-    check_gdn(ops, 200, dtype, "gdn_chunked")
-    assert launched == chunked_kernels(dtype, bv)
+    for T in (200, 2048):
+        launched.clear()
+        check_gdn(ops, T, dtype, "gdn_chunked", state_tol=1e-4 if T > 300 else 1e-5)
+        assert launched == chunked_kernels(dtype, bv, simt=True)
 
 
 def test_gdn_chunked_ungrouped_heads(backend, kernels_only, launched):

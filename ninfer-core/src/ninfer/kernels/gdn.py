@@ -11,8 +11,10 @@ head dim or conv width, mixed dtypes, CPU tensors, heads not contiguous) goes to
 Prefill's ``gdn_chunked`` runs the chunked form in two launches (``include/ninfer/gdn_chunked.cuh``): every
 64-token chunk's WY factors at once, then one pass over the chunks carrying the state.
 ``NINFER_GDN_CHUNKED=0`` serves it with the token-by-token kernel instead and the prefill conv with the
-reference (the prefill path before the chunked kernels, for A/B measurements),
-``NINFER_GDN_CHUNK_BV=16|32`` picks the state pass's value-slice width (16 by default). ``causal_conv1d_prefill`` has
+reference (the prefill path before the chunked kernels, for A/B measurements).
+The WY pass (gdn_chunk_prep) is built for 2 blocks per SM (<= 128 registers; at 130 it got one). The state pass runs on tensor cores for fp16/bf16 inputs on sm_80+ (``gdn_chunked_mma.cuh``: 3xTF32 mma.sync,
+fp32 accuracy); ``NINFER_GDN_CHUNK_STATE=simt`` (and float32 inputs, and older GPUs) take the CUDA-core pass,
+whose value-slice width ``NINFER_GDN_CHUNK_BV=16|32`` picks (16 by default). ``causal_conv1d_prefill`` has
 its own kernel (a thread per channel and 64 tokens). Nothing here syncs with the host, so CUDA graphs
 capture it. ``rms_norm_gated`` (the output norm) is served by ``ops.py``.
 """
@@ -37,6 +39,10 @@ CONV_THREADS = 128  # channels per block of the conv kernel (its __launch_bounds
 CONV_PREFILL_TOKENS = 64  # ninfer::CONV_PREFILL_TOKENS
 CHUNK = 64  # ninfer::GDN_CHUNK
 PREP_THREADS = STATE_THREADS = 256  # ninfer::GDN_PREP_THREADS, GDN_STATE_THREADS
+MMA_BV, MMA_THREADS = 32, 128  # ninfer::GDN_MMA_BV, GDN_MMA_THREADS (gdn_chunked_mma.cuh)
+# dynamic shared memory of gdn_chunk_state_mma (ninfer::gdn_mma_smem_bytes): W [C][132] fp32, q and k [C][136]
+# 16-bit, the state [Dk][40] and v_new [C][40] fp32, the gates
+MMA_SMEM = CHUNK * 132 * 4 + 2 * CHUNK * 136 * 2 + (HEAD_DIM + CHUNK) * 40 * 4 + (4 * CHUNK + 2) * 4
 
 
 def prep_smem_bytes(esize: int) -> int:
@@ -50,6 +56,12 @@ def smem_optin(device_index: int) -> int:
     """The most dynamic shared memory one block may ask for on this device."""
     props = torch.cuda.get_device_properties(device_index)
     return int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
+
+
+@functools.cache
+def tensor_cores(device_index: int) -> bool:
+    """The tensor-core state pass needs sm_80+ (mma.sync TF32, cp.async); modules compile for the device's arch."""
+    return torch.cuda.get_device_capability(device_index) >= (8, 0)
 
 
 def _on(device: torch.device, *ts) -> bool:
@@ -211,11 +223,20 @@ def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
              smem=smem)
         o = torch.empty(T, H, Dv, dtype=v.dtype, device=dev)  # [T, H, Dv]
         final = torch.empty(H, Dk, Dv, **f32)  # [H, Dk, Dv]
-        bv = chunk_bv()
-        mod[f"gdn_chunk_state_{s}_d{HEAD_DIM}_v{bv}"](
-            (Dv // bv, H), (STATE_THREADS,), q, k, W, U, Aqk, G, rq, rk, initial_state, o, final, T, H, Hk,
-            q.stride(0), k.stride(0), NC)
+        args = (q, k, W, U, Aqk, G, rq, rk, initial_state, o, final, T, H, Hk, q.stride(0), k.stride(0), NC)
+        if _state_mma(v):
+            state = mod[f"gdn_chunk_state_mma_{s}_d{HEAD_DIM}"]
+            state.set_max_dynamic_smem(MMA_SMEM)
+            state((Dv // MMA_BV, H), (MMA_THREADS,), *args, smem=MMA_SMEM)
+        else:
+            bv = chunk_bv()
+            mod[f"gdn_chunk_state_{s}_d{HEAD_DIM}_v{bv}"]((Dv // bv, H), (STATE_THREADS,), *args)
         return o, final
+
+    def _state_mma(v) -> bool:
+        """The state pass on tensor cores: 16-bit inputs on sm_80+, unless NINFER_GDN_CHUNK_STATE=simt."""
+        return (v.dtype != torch.float32 and os.environ.get("NINFER_GDN_CHUNK_STATE", "mma") != "simt"
+                and MMA_SMEM <= smem_optin(v.device.index) and tensor_cores(v.device.index))
 
     def _chunk_fits(q, k, v) -> bool:
         es = v.element_size()
@@ -236,7 +257,7 @@ def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
 
 
 def chunk_bv() -> int:
-    """Value columns per block of the chunked prefill's state pass (NINFER_GDN_CHUNK_BV, default 16: on the
+    """Value columns per block of the chunked prefill's CUDA-core state pass (NINFER_GDN_CHUNK_BV, default 16: on the
     H200 at the 27B shape, 1.08 ms per 2048-token call against 1.31 ms for 32, and 9063 vs 8859 tok/s
     prefill at 8K, bench/RESULTS.md)."""
     bv = int(os.environ.get("NINFER_GDN_CHUNK_BV", "16"))

@@ -42,6 +42,7 @@ def _family_names(suffix: str) -> list[str]:
     names += [f"{op}_{suffix}" for op in FUSED_KERNELS]
     names += [n.format(s=suffix) for n in KVQ_KERNELS]
     names += [n.format(s=suffix) for n in GDN_KERNELS]
+    names.append(f"gdn_chunk_state_mma_{suffix}_d128")  # gdn_chunked_mma.cuh: 16-bit dtypes only
     return names
 
 

@@ -3,6 +3,7 @@
 #pragma once
 #include "conv1d_update.cuh"
 #include "gdn_chunked.cuh"
+#include "gdn_chunked_mma.cuh"
 #include "gdn_recurrent.cuh"
 
 #ifndef NINFER_GDN_BV
@@ -52,7 +53,7 @@
         ninfer::pdl_enter();                                                                            \
         ninfer::causal_conv1d_prefill<T, 4>(x, w, bias, state_in, y, state_out, ntok, C, x_stride);     \
     }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(ninfer::GDN_PREP_THREADS) gdn_chunk_prep_##S##_d128(    \
+    extern "C" __global__ void __launch_bounds__(ninfer::GDN_PREP_THREADS, 2) gdn_chunk_prep_##S##_d128(    \
         const T *q, const T *k, const T *v, const float *g, const T *beta, float *W, float *U, float *Aqk, \
         float *Gc, float *rq, float *rk, int ntok, int H, int Hk, int q_stride, int k_stride, int v_stride, \
         int g_stride, int b_stride, float scale, float eps) {                                           \
@@ -63,3 +64,15 @@
     }                                                                                                   \
     NINFER_GDN_CHUNK_STATE(S, T, 16)                                                                    \
     NINFER_GDN_CHUNK_STATE(S, T, 32)
+
+// the state pass on tensor cores, 16-bit dtypes only (an empty kernel below sm_80: the launcher uses it on sm_80+)
+#define NINFER_GDN_MMA_KERNELS(S, T)                                                                    \
+    extern "C" __global__ void __launch_bounds__(ninfer::GDN_MMA_THREADS, 2) gdn_chunk_state_mma_##S##_d128( \
+        const T *q, const T *k, const float *W, const float *U, const float *Aqk, const float *Gc,      \
+        const float *rq, const float *rk, const float *state_in, T *out, float *state_out, int ntok, int H, \
+        int Hk, int q_stride, int k_stride, int NC) {                                                   \
+        ninfer::pdl_enter();                                                                            \
+        extern __shared__ __align__(16) unsigned char gdn_mma_smem[];                                   \
+        ninfer::gdn_chunk_state_mma<T>(gdn_mma_smem, q, k, W, U, Aqk, Gc, rq, rk, state_in, out, state_out, \
+                                       ntok, H, Hk, q_stride, k_stride, NC);                            \
+    }

@@ -175,7 +175,8 @@
     NINFER_FUSED_KERNELS(S, T)                                                                          \
     NINFER_KVQ_KERNELS(S, T)                                                                            \
     NINFER_GDN_GATES_KERNELS(S, T)                                                                      \
-    NINFER_GDN_KERNELS(S, T)
+    NINFER_GDN_KERNELS(S, T)                                                                            \
+    NINFER_GDN_MMA_KERNELS(S, T)
 
 // dtype-free kernels, once per module
 #define NINFER_COMMON_KERNELS()                                                                         \
