@@ -83,9 +83,11 @@ def step_bytes(runner, weights: dict, ctx: int) -> int:
 
 
 def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: int | None,
-              flops: float = 0.0, weights: dict | None = None, prefill_repeats: int = 5) -> dict:
+              flops: float = 0.0, weights: dict | None = None, prefill_repeats: int = 5,
+              capacity: int | None = None) -> dict:
     dtype = torch.bfloat16
-    runner, weights = rm.build(shape, backend, "cuda", dtype, ctx + new + 64, layers=layers, weights=weights)
+    cap = max(capacity or 0, ctx + new + 64)  # the block table's length (a server's --max-context)
+    runner, weights = rm.build(shape, backend, "cuda", dtype, cap, layers=layers, weights=weights)
     vocab = runner.cfg.vocab_size
     served = runner.model.ops.explain()
     print(f"  ops of {shape}: " + ", ".join(f"{op}={impl}" for op, impl in served.items()), flush=True)
@@ -112,7 +114,7 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
     t_decode = time.perf_counter() - t0
     tok_s = new / t_decode
     nbytes = step_bytes(runner, weights, ctx + new // 2)
-    row = {"shape": shape, "layers": runner.cfg.num_layers, "backend": backend, "ctx": ctx, "new": new,
+    row = {"shape": shape, "layers": runner.cfg.num_layers, "backend": backend, "ctx": ctx, "capacity": cap, "new": new,
            "prefill_tok_s": ctx / t_prefill, "prefill_tok_s_min": ctx / max(times), "prefill_tok_s_max": ctx / min(times),
            "prefill_repeats": len(times), "decode_tok_s": tok_s, "step_GB": nbytes / 1e9,
            "bw_fraction": nbytes * tok_s / bw,
@@ -129,6 +131,8 @@ def main():
     ap.add_argument("--ctx", default="512,8192")
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--layers", type=int, default=None, help="fewer layers, for a quick look")
+    ap.add_argument("--capacity", type=int, default=None, help="the KV block table's length in tokens (a server's "
+                    "max context; ninfer's default on a GPU is 32768); default: just what the row needs")
     ap.add_argument("--prefill-repeats", type=int, default=5, help="timed prefills per row (after a warm-up one); "
                     "prefill tok/s is their median, min..max beside it")
     ap.add_argument("--json", default=None, help="write the rows here")
@@ -181,7 +185,8 @@ def main():
                 gemv.MODE = mode
                 set_pdl(pdl, norm, opt)
                 os.environ["NINFER_FUSED"] = fused  # read when the ops are resolved (rm.build)
-                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights, a.prefill_repeats))
+                rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights, a.prefill_repeats,
+                                      a.capacity))
                 r = rows[-1]
                 r["gemv"], r["pdl"], r["norm"], r["fused"], r["opts"] = mode, pdl, norm, fused, opt
                 print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} pdl={pdl:5s} norm={norm} "

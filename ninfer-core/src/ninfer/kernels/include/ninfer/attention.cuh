@@ -18,6 +18,9 @@ __device__ __forceinline__ i64 out_index(int row, int grp, int Hq, int kvh) {
 // still cover keys 0..last: a 512-token context in a 32K-token table runs 17 splits of 32 keys, not 2 of 256,
 // and one graph still serves every length. The split and combine kernels compute it alike.
 __device__ __forceinline__ int launch_split(int C, int cmin, int S, i64 last) {
+#ifdef NINFER_ATTN_FIXED_SPLIT  // measurements only: the capacity's splits at any context (the kernels before)
+    return C;
+#endif
     int c = min(cmin, C);
     while (c < C && (i64)c * S < last + 1) c <<= 1;
     return c;
