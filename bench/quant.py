@@ -39,21 +39,39 @@ SHAPES = {  # name: (bits, hidden, q_out, kv_out, intermediate, layers, random_m
     "8B W8A16 g128": (8, 4096, 4096, 1024, 14336, 32, "llama3-8b"),
 }
 GROUP = 128
+QGEMV = True  # --no-qgemv: leave the CUDA-core kernel out of the A/B
 LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quant_legacy_qgemv.cu")
 
 
+VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .cu; extra: -D options)
+    "qmma previous (881a477)": dict(split=False, source=LEGACY),
+    "qmma per tile, shared-memory ring": dict(split=False, extra=("-DQM_SMEM_RING",)),
+    "qmma per tile, QM_RAW": dict(split=False, extra=("-DQM_RAW",)),
+    "qmma per tile (previous default)": dict(split=False),
+    "qmsk split (default)": dict(split=True),
+    "qmsk split, int4 U=6": dict(split=True, extra=("-DQSK_U4=6",)),
+    "qmsk split, int8 U=2": dict(split=True, extra=("-DQSK_U8=2",)),
+    "qmsk split, int8 U=6": dict(split=True, extra=("-DQSK_U8=6",)),
+    "qmsk split, 128-thread blocks": dict(split=True, block=128),
+    "qmsk split, >= 8 chunks a warp": dict(split=True, min_chunks=8),
+    "qmsk split, >= 16 chunks a warp": dict(split=True, min_chunks=16),
+    "qmma per tile, sweep's best per shape": dict(split=False),
+}
+QMMA_VARIANTS = ("qmma per tile (previous default)", "qmsk split (default)")
+
+
 def variant(label: str):
-    """Set ninfer.quant.gpu up for one kernel variant of the A/B (see the module docstring)."""
+    """Set ninfer.quant.gpu up for one kernel variant of the A/B (see VARIANTS); "" restores the defaults."""
     from pathlib import Path
 
     from ninfer.quant import gpu
 
-    gpu.BENCH_SOURCE = Path(LEGACY) if "previous" in label else None
-    gpu.BENCH_EXTRA = (("-DQM_PIPE",) if "PIPE" in label else ()) + (("-DQM_RAW",) if "RAW" in label else ()) + (
-        ("-DQM_SMEM_RING",) if "shared-memory ring" in label else ())
-
-
-QMMA_VARIANTS = ("qmma previous (881a477)", "qmma new, shared-memory ring", "qmma new, QM_RAW", "qmma new (default)")
+    v = VARIANTS.get(label, {})
+    gpu.BENCH_SOURCE = Path(v["source"]) if "source" in v else None
+    gpu.BENCH_EXTRA = tuple(v.get("extra", ()))
+    gpu.SPLIT = v.get("split", True)
+    gpu.SK_BLOCK = v.get("block", 32)
+    gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
 
 
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):
@@ -105,7 +123,7 @@ def gemv_part(name, bits, dims, layers, bw, widths):
     xs = {t: {k: torch.randn(t, k, device="cuda", dtype=torch.bfloat16) for _, k in shapes} for t in widths}
     rows = []
     gpu.TILE_BITS = set()
-    for t in widths:
+    for t in widths if QGEMV else ():
         sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
         rows.append(("qgemv (CUDA cores, before)", t, sec, sum(read_bytes(w) for w in ws)))
     gpu.TILE_BITS = {4, 8}
@@ -216,10 +234,10 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
                 if isinstance(t, torch.Tensor) and p != "embed_tokens")
     other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
     results = []
-    labels = ("qgemv (CUDA cores)",) + tuple(v for v in QMMA_VARIANTS if "RAW" not in v) + (
-        "qmma new, sweep's best per shape",)
+    labels = (("qgemv (CUDA cores)",) if QGEMV else ()) + tuple(QMMA_VARIANTS) + (
+        ("qmma per tile, sweep's best per shape",) if tuned else ())
     for label in labels:
-        if label.startswith("qmma") and not gpu.TILE_BITS:
+        if not label.startswith("qgemv") and not gpu.TILE_BITS:
             gpu.TILE_BITS = {4, 8}
             for w in quant:
                 gpu.prepare(w)
@@ -282,7 +300,16 @@ def main():
     ap.add_argument("--models", default=",".join(SHAPES))
     ap.add_argument("--profile-layers", type=int, default=8)
     ap.add_argument("--tuned", default=None, help="JSON file: the sweep writes its best configs, e2e reads them")
+    ap.add_argument("--variants", default=None, help="';'-separated labels of VARIANTS for the gemv and e2e A/B")
+    ap.add_argument("--no-qgemv", action="store_true", help="leave the CUDA-core kernel out")
     a = ap.parse_args()
+    global QMMA_VARIANTS, QGEMV
+    if a.variants:
+        QMMA_VARIANTS = tuple(v.strip() for v in a.variants.split(";"))
+        unknown = [v for v in QMMA_VARIANTS if v not in VARIANTS]
+        if unknown:
+            raise SystemExit(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    QGEMV = not a.no_qgemv
     parts = a.parts.split(",")
     bw = dec.copy_bandwidth()
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, copy bandwidth {bw / 1e12:.2f} TB/s",
