@@ -43,21 +43,26 @@ QGEMV = True  # --no-qgemv: leave the CUDA-core kernel out of the A/B
 LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quant_legacy_qgemv.cu")
 
 
-VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .cu; extra: -D options)
-    "qmma previous (881a477)": dict(split=False, source=LEGACY),
-    "qmma per tile, shared-memory ring": dict(split=False, extra=("-DQM_SMEM_RING",)),
-    "qmma per tile, QM_RAW": dict(split=False, extra=("-DQM_RAW",)),
-    "qmma per tile (previous default)": dict(split=False),
-    "qmsk split (default)": dict(split=True),
-    "qmsk split, int4 U=6": dict(split=True, extra=("-DQSK_U4=6",)),
-    "qmsk split, int8 U=2": dict(split=True, extra=("-DQSK_U8=2",)),
-    "qmsk split, int8 U=6": dict(split=True, extra=("-DQSK_U8=6",)),
-    "qmsk split, 128-thread blocks": dict(split=True, block=128),
-    "qmsk split, >= 8 chunks a warp": dict(split=True, min_chunks=8),
-    "qmsk split, >= 16 chunks a warp": dict(split=True, min_chunks=16),
-    "qmma per tile, sweep's best per shape": dict(split=False),
+VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .cu; extra: -D options; split: the kernel
+    # widths taking the split form, all by default; pf: L2 prefetch distance)
+    "qmma previous (881a477)": dict(split=(), source=LEGACY),
+    "qmma per tile, shared-memory ring": dict(split=(), extra=("-DQM_SMEM_RING",)),
+    "qmma per tile, QM_RAW": dict(split=(), extra=("-DQM_RAW",)),
+    "qmma per tile (previous default)": dict(split=()),
+    "default (per tile 1..8 tokens, split 9..16)": dict(split=(16,)),
+    "qmma per tile, L2 prefetch 4": dict(split=(), pf=4),
+    "qmma per tile, L2 prefetch 8": dict(split=(), pf=8),
+    "qmma per tile, L2 prefetch 16": dict(split=(), pf=16),
+    "default, L2 prefetch 8": dict(split=(16,), pf=8),
+    "qmsk split": dict(),
+    "qmsk split, L2 prefetch 8": dict(pf=8),
+    "qmsk split, int4 U=6": dict(extra=("-DQSK_U4=6",)),
+    "qmsk split, int8 U=4": dict(extra=("-DQSK_U8=4",)),
+    "qmsk split, 128-thread blocks": dict(block=128),
+    "qmsk split, >= 16 chunks a warp": dict(min_chunks=16),
+    "qmma per tile, sweep's best per shape": dict(split=()),
 }
-QMMA_VARIANTS = ("qmma per tile (previous default)", "qmsk split (default)")
+QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
 
 
 def variant(label: str):
@@ -69,7 +74,8 @@ def variant(label: str):
     v = VARIANTS.get(label, {})
     gpu.BENCH_SOURCE = Path(v["source"]) if "source" in v else None
     gpu.BENCH_EXTRA = tuple(v.get("extra", ()))
-    gpu.SPLIT = v.get("split", True)
+    gpu.SPLIT_WIDTHS = set(v.get("split", (8, 16))) if label else {16}
+    gpu.L2_PF = v.get("pf", 0)
     gpu.SK_BLOCK = v.get("block", 32)
     gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
 

@@ -5,10 +5,10 @@ Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zer
 scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; see TILE_BITS) is
 repacked once into 16-row tiles
 (:func:`prepare`, called at load; ``layout.pack_tiles``) and served by the tensor-core kernel: fp16/bf16 MMAs
-of exact (u - z) codes, float32 accumulation. Its default form ``qmsk_*`` (SPLIT) gives each warp one
+of exact (u - z) codes, float32 accumulation. Its split form ``qmsk_*`` gives each warp one
 contiguous part of a tile, S parts a tile so that the grid's warps fill every SM evenly, the parts summed
-through a float32 workspace in a fixed order; ``qmma_*`` (one block per tile, its warps splitting K) remains
-for A/B runs and the bench's per-shape overrides. Everything else (GGUF mins, group 16, float32 scales,
+through a float32 workspace in a fixed order (the default for 9..16 tokens, SPLIT_WIDTHS); ``qmma_*`` gives each
+tile a block whose warps split K (the default for 1..8 tokens). Everything else (GGUF mins, group 16, float32 scales,
 sm_75) takes the CUDA-core kernel ``qgemv_*``.
 
 Registered for every GPU backend by name (``quant.plugin``); the shared headers come from
@@ -50,8 +50,15 @@ BENCH_EXTRA: tuple[str, ...] = tuple(os.environ.get("NINFER_QMMA_EXTRA", "").spl
 SMEM_RING = 8  # chunks in flight per lane in qmma's shared-memory ring (its QM_U in kernels/qgemv.cu)
 # The split form of the tensor-core kernel (qmsk_*, kernels/qgemv.cu): one warp per part of a tile, S parts a tile,
 # S x tiles about the warps the GPU holds at once, the parts summed through a float32 workspace (deterministic).
-# NINFER_QMMA_SPLIT=0 (or SPLIT = False, for A/B runs) launches the per-tile form (qmma_*, a block per tile).
-SPLIT = os.environ.get("NINFER_QMMA_SPLIT", "1").strip().lower() not in ("0", "false", "off")
+# SPLIT_WIDTHS: the kernel widths (8: 1..8 tokens, 16: 9..16) that take it; the others take the per-tile form
+# (qmma_*, a block per tile). Measured on the H200 (bench/RESULTS.md, 2026-12-02 session 4): the split form is
+# faster at 9..16 tokens (27B W4A16 +6 %, 8B W8A16 +18 % with int8's 2 loads in flight) and no faster, or slower,
+# at 1 token. NINFER_QMMA_SPLIT = all | none | 16.
+SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.environ.get("NINFER_QMMA_SPLIT", "16"),
+                                                                          {16})
+# L2 prefetch distance of the tensor-core kernels (both forms): each weight fetch also asks L2 for the chunk PF
+# fetches further on (0: none). NINFER_QMMA_PF.
+L2_PF = int(os.environ.get("NINFER_QMMA_PF", "0"))
 SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
 SK_MIN_CHUNKS = 4  # at least this many 512-byte chunks a warp
 SK_SPLITS: int | None = None  # bench/quant.py and the tests: a fixed number of parts a tile
@@ -157,7 +164,7 @@ def prepare(w: QuantWeight) -> QuantWeight:
         w.packing = "tiles16"
     if w.packing == "tiles16":
         tile_params(w)
-        if SPLIT and w.device.type == "cuda":  # the split kernel's workspace (64 warps an SM at most), not in a capture
+        if SPLIT_WIDTHS and w.device.type == "cuda":  # the split kernel's workspace (64 warps an SM at most), not in a capture
             idx = w.device.index if w.device.index is not None else torch.cuda.current_device()
             sk_workspace(w.device, _sm_count(idx) * 64, -(-w.scales.shape[0] // TILE_ROWS), grow=True)
     return w
@@ -282,7 +289,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
         extra = tuple(extra) + BENCH_EXTRA
         width = 8 if t <= 8 else 16
-        if SPLIT and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra and (n, k, w.bits) not in CONFIG_OVERRIDE:
+        if (width in SPLIT_WIDTHS and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra
+                and (n, k, w.bits) not in CONFIG_OVERRIDE):
             kernel = _module(x.device, extra)[mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, width,
                                                               True)]
             parts = sk_splits(tiles, k, w.bits, sk_resident_warps(kernel, x.device))
@@ -292,14 +300,16 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             if parts == 1 or ws is not None:
                 per = SK_BLOCK // 32
                 kernel((-(-tiles * parts // per),), (SK_BLOCK,), w.qweight, sp, zp, x2, bias, y,
-                       None if ws is None else ws[0], None if ws is None else ws[1], n, k, w.group_size, t, parts)
+                       None if ws is None else ws[0], None if ws is None else ws[1], n, k, w.group_size, t, parts,
+                       L2_PF)
                 return y.view(*x.shape[:-1], n)
         name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, width)
         kernel = _module(x.device, extra, BENCH_SOURCE)[name]
         smem = mma_smem(warps, w, extra)
         if smem > 48 * 1024:
             kernel.set_max_dynamic_smem(smem)
-        kernel((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, t, smem=smem)
+        args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, t) + (() if BENCH_SOURCE is not None else (L2_PF,))
+        kernel((tiles,), (warps * 32,), *args, smem=smem)
         return y.view(*x.shape[:-1], n)
     s, o = gpu_params(w)
     nt = _width(t)
