@@ -8,13 +8,10 @@ if [ -d .kc ]; then mkdir -p $NINFER_KERNEL_CACHE && cp .kc/* $NINFER_KERNEL_CAC
 O=${OUT:-/tmp}
 echo "== gemv A/B"
 timeout ${GEMV_TIMEOUT:-40} python bench/quant.py --parts gemv --no-qgemv --widths 1 --layers 8 --variants "qmma per tile (previous default);qmma per tile, L2 prefetch 8;qmma per tile, L2 prefetch 16" 2>&1 | tee $O/gemv.txt | grep "^|"
-BEST=$(python - <<'PY'
-import re
-rows = [l.split("|") for l in open("/dev/stdin") if l.startswith("| 27B")]
-best = max(rows, key=lambda r: float(r[7]))[2].strip() if rows else "qmma per tile, L2 prefetch 8"
-print(best if "prefetch" in best else "qmma per tile, L2 prefetch 8")
-PY
-< $O/gemv.txt)
+BEST=$(python -c '
+import sys
+rows = [l.split("|") for l in open(sys.argv[1]) if l.startswith("| 27B") and "prefetch" in l]
+print(max(rows, key=lambda r: float(r[7]))[2].strip() if rows else "qmma per tile, L2 prefetch 8")' $O/gemv.txt)
 echo "== e2e (previous default vs $BEST)"
 timeout ${E2E_TIMEOUT:-70} python bench/quant.py --parts e2e --no-qgemv --variants "qmma per tile (previous default);$BEST" 2>&1 | tee $O/e2e.txt | grep "^|"
 echo "== quant kernel tests"
