@@ -1,10 +1,10 @@
 """Decode speed of grouped-int weights on the GPU: W4A16 (27B shape) and W8A16 (8B shape), group 128.
 
 1. GEMV-only (``gemv``): every Linear of L layers in one CUDA graph, batch 1 and verify widths, through
-   the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel (``qmma_*``,
-   tiled packing; the previous version from bench/quant_legacy_qgemv.cu, the current one with its ring of
-   loads in flight in registers (default) or shared memory (QM_SMEM_RING), and with QM_RAW) and the same
-   shapes in bf16 through cuBLAS as the peer. Bytes
+   the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel's variants
+   (VARIANTS, picked with --variants: its per-tile form ``qmma_*`` and split form ``qmsk_*``, loads in flight,
+   the previous version from bench/quant_legacy_qgemv.cu, ...) and the same shapes in bf16 through cuBLAS as
+   the peer. Bytes
    are what each kernel reads: codes plus scales as it stores them (qgemv: float32 scale and offset;
    qmma: 16-bit scales).
 2. Sweep (``sweep``): per matrix shape (copies past L2, ~1 GB), GB/s of qmma for warps per tile x loads
@@ -12,7 +12,7 @@
 3. End to end (``e2e``): a random-weight model of the shape (every Linear in the layers quantised with
    random codes; embedding, lm_head, norms, GDN parameters bf16) through ModelRunner with CUDA graphs,
    as bench/decode.py does for bf16: 128 greedy tokens after a 512-token prompt (prefill dequantises and
-   calls cuBLAS), qgemv vs qmma on the same weights. Step GB = the codes and scales the decode kernel
+   calls cuBLAS), qgemv and the --variants on the same weights. Step GB = the codes and scales the decode kernel
    reads + dense weights (embedding excepted) + KV + recurrent state; fraction of the copy bandwidth
    measured in the same process.
 4. Profile (``profile``): kernel time per eager decode step of the quantised model (few layers, CUDA
@@ -44,20 +44,16 @@ LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quant_legacy_
 
 
 VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .cu; extra: -D options; split: the kernel
-    # widths taking the split form, all by default; pf: L2 prefetch distance)
+    # widths taking the split form, all by default; block: threads a split block; min_chunks: SK_MIN_CHUNKS)
     "qmma previous (881a477)": dict(split=(), source=LEGACY),
     "qmma per tile, shared-memory ring": dict(split=(), extra=("-DQM_SMEM_RING",)),
     "qmma per tile, QM_RAW": dict(split=(), extra=("-DQM_RAW",)),
     "qmma per tile (previous default)": dict(split=()),
     "default (per tile 1..8 tokens, split 9..16)": dict(split=(16,)),
-    "qmma per tile, L2 prefetch 4": dict(split=(), pf=4),
-    "qmma per tile, L2 prefetch 8": dict(split=(), pf=8),
-    "qmma per tile, L2 prefetch 16": dict(split=(), pf=16),
-    "default, L2 prefetch 8": dict(split=(16,), pf=8),
     "qmsk split": dict(),
-    "qmsk split, L2 prefetch 8": dict(pf=8),
     "qmsk split, int4 U=6": dict(extra=("-DQSK_U4=6",)),
-    "qmsk split, int8 U=4": dict(extra=("-DQSK_U8=4",)),
+    "qmsk split, int8 U=2": dict(extra=("-DQSK_U8=2",)),
+    "default, split with int8 U=2": dict(split=(16,), extra=("-DQSK_U8=2",)),
     "qmsk split, 128-thread blocks": dict(block=128),
     "qmsk split, >= 16 chunks a warp": dict(min_chunks=16),
     "qmma per tile, sweep's best per shape": dict(split=()),
@@ -75,7 +71,6 @@ def variant(label: str):
     gpu.BENCH_SOURCE = Path(v["source"]) if "source" in v else None
     gpu.BENCH_EXTRA = tuple(v.get("extra", ()))
     gpu.SPLIT_WIDTHS = set(v.get("split", (8, 16))) if label else {16}
-    gpu.L2_PF = v.get("pf", 0)
     gpu.SK_BLOCK = v.get("block", 32)
     gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
 

@@ -24,7 +24,7 @@ def test_qgemv_compiles(arch):
 
 
 @pytest.mark.parametrize("arch,extra", [("sm_86", ("-DQM_RAW",)), ("sm_90", ("-DQM_SMEM_RING",)),
-                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6")), ("sm_89", ("-DQSK_U4=2", "-DQSK_U8=4"))])
+                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6")), ("sm_89", ("-DQSK_U8=2",))])
 def test_qmma_bench_variants_compile(arch, extra):
     """bench/quant.py's variants: offsets off by a second mma; the ring in shared memory; more loads in flight."""
     cubin = gpu.compile_for(arch, use_cache=False, extra=extra)

@@ -94,12 +94,11 @@ def _tiled_case(n, k, bits, group, sym, scale_dtype, seed):
 @pytest.mark.parametrize("bits,group,sym", [(4, 32, True), (4, 32, False), (4, 64, True), (4, 128, False),
                                             (4, 96, False), (8, 32, False), (8, 64, True), (8, 128, False)])
 @pytest.mark.parametrize("tokens", [1, 7, 9, 16])
-@pytest.mark.parametrize("split,pf", [(True, 0), (False, 0), (False, 8)])
-def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym, tokens, split, pf):
+@pytest.mark.parametrize("split", [True, False])
+def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym, tokens, split):
     """The tiled (tensor-core) kernel on every group/zero-point/scale-dtype variant it serves, both token
     sets (t8: 1..8, t16: 9..16), rows not a multiple of 16, in its split form (qmsk, the default: here 6 / 12
-    parts a tile) and its per-tile form (qmma, also with an L2 prefetch 8 chunks ahead); beside the CUDA-core kernel
-    on the same data. Outputs poisoned."""
+    parts a tile) and its per-tile form (qmma); beside the CUDA-core kernel on the same data. Outputs poisoned."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
 
@@ -108,17 +107,17 @@ def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group
     bias = torch.randn(1000, device="cuda").to(dtype)
     dq_rows = dequantize(q)
     ref = x.float() @ dq_rows.t() + bias.float()
-    tile_bits, split0, pf0 = gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.L2_PF
+    tile_bits, split0 = gpu.TILE_BITS, gpu.SPLIT_WIDTHS
     try:
         gpu.TILE_BITS = set()
         _poison()
         y_old = gpu.quant_linear(x, q, bias)
         assert q.packing == "rows"
-        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.L2_PF = {4, 8}, {8, 16} if split else set(), pf
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS = {4, 8}, {8, 16} if split else set()
         _poison()
         y = gpu.quant_linear(x, q, bias)
     finally:
-        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.L2_PF = tile_bits, split0, pf0
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS = tile_bits, split0
     assert q.packing == "tiles16"  # repacked on first use, in place
     for out in (y, y_old):
         err = (out.float() - ref).norm() / ref.norm()
@@ -172,8 +171,7 @@ def test_tensor_core_kernel_act_order_and_graph_capture():
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 96, False), (8, 128, False), (8, 96, True)])
 @pytest.mark.parametrize("warps", [1, 3, 5, 7])
 @pytest.mark.parametrize("tokens", [1, 12])
-@pytest.mark.parametrize("pf", [0, 6])
-def test_tensor_core_kernel_ring_and_tail(dtype, bits, group, sym, warps, tokens, pf):
+def test_tensor_core_kernel_ring_and_tail(dtype, bits, group, sym, warps, tokens):
     """Long rows (60 int4 / 120 int8 chunks) over 1, 3, 5, 7 warps: every warp runs full rounds of its ring of
     QM_U loads in flight and a tail of each length; groups whole chunks (128) and straddling them (96)."""
     from ninfer.quant import gpu
@@ -188,12 +186,11 @@ def test_tensor_core_kernel_ring_and_tail(dtype, bits, group, sym, warps, tokens
         x = torch.randn(tokens, k, device="cuda").to(dtype)
         ref = x.float() @ dequantize(q).t()
         gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, ())
-        gpu.L2_PF = pf
         _poison()
         y = gpu.quant_linear(x, q)
     finally:
         gpu.CONFIG_OVERRIDE.clear()
-        gpu.TILE_BITS, gpu.L2_PF = tile_bits, 0
+        gpu.TILE_BITS = tile_bits
     assert q.packing == "tiles16"
     err = (y.float() - ref).norm() / ref.norm()
     assert err < (1e-3 if dtype == torch.float16 else 1e-2), float(err)
@@ -231,8 +228,7 @@ def test_bench_variants_match_float32(extra, bits, tokens):
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 96, False), (8, 128, False), (8, 96, True)])
 @pytest.mark.parametrize("parts", [1, 2, 3, 7, 24, 70])
 @pytest.mark.parametrize("tokens", [1, 12])
-@pytest.mark.parametrize("pf", [0, 5])
-def test_split_kernel_any_parts(dtype, bits, group, sym, parts, tokens, pf):
+def test_split_kernel_any_parts(dtype, bits, group, sym, parts, tokens):
     """The split kernel with 1..70 parts a tile (60 int4 / 120 int8 chunks a row: full ring rounds, every tail
     length, parts of one chunk, more parts than chunks), groups whole chunks and straddling them: matches float32,
     is deterministic (three launches bit-identical: the parts are added in a fixed order) and leaves every tile
@@ -245,16 +241,16 @@ def test_split_kernel_any_parts(dtype, bits, group, sym, parts, tokens, pf):
     x = torch.randn(tokens, k, device="cuda").to(dtype)
     bias = torch.randn(n, device="cuda").to(dtype)
     ref = x.float() @ dequantize(q).t() + bias.float()
-    tile_bits, split0, pf0 = gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.L2_PF
+    tile_bits, split0 = gpu.TILE_BITS, gpu.SPLIT_WIDTHS
     try:
-        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.SK_SPLITS, gpu.L2_PF = {4, 8}, {8, 16}, parts, pf
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.SK_SPLITS = {4, 8}, {8, 16}, parts
         gpu.prepare(q)
         ys = []
         for _ in range(3):
             _poison()
             ys.append(gpu.quant_linear(x, q, bias))
     finally:
-        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.SK_SPLITS, gpu.L2_PF = tile_bits, split0, None, pf0
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.SK_SPLITS = tile_bits, split0, None
     assert q.packing == "tiles16"
     err = (ys[0].float() - ref).norm() / ref.norm()
     assert err < (1e-3 if dtype == torch.float16 else 1e-2), float(err)

@@ -51,14 +51,12 @@ SMEM_RING = 8  # chunks in flight per lane in qmma's shared-memory ring (its QM_
 # The split form of the tensor-core kernel (qmsk_*, kernels/qgemv.cu): one warp per part of a tile, S parts a tile,
 # S x tiles about the warps the GPU holds at once, the parts summed through a float32 workspace (deterministic).
 # SPLIT_WIDTHS: the kernel widths (8: 1..8 tokens, 16: 9..16) that take it; the others take the per-tile form
-# (qmma_*, a block per tile). Measured on the H200 (bench/RESULTS.md, 2026-12-02 session 4): the split form is
-# faster at 9..16 tokens (27B W4A16 +6 %, 8B W8A16 +18 % with int8's 2 loads in flight) and no faster, or slower,
-# at 1 token. NINFER_QMMA_SPLIT = all | none | 16.
+# (qmma_*, a block per tile). Measured on the H200 (bench/RESULTS.md, 2026-12-02 session 4, GEMV-only, 8 layers):
+# at 16 tokens the split form reads 0.338 / 0.482 of copy bandwidth (27B W4A16 / 8B W8A16) vs 0.318 / 0.440, at
+# 1 token 0.580 / 0.663 vs 0.590 / 0.704, end to end (1 token) 142.1 / 289.7 vs 141.6 / 300.2 tok/s.
+# NINFER_QMMA_SPLIT = 16 (default) | all | none.
 SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.environ.get("NINFER_QMMA_SPLIT", "16"),
                                                                           {16})
-# L2 prefetch distance of the tensor-core kernels (both forms): each weight fetch also asks L2 for the chunk PF
-# fetches further on (0: none). NINFER_QMMA_PF.
-L2_PF = int(os.environ.get("NINFER_QMMA_PF", "0"))
 SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
 SK_MIN_CHUNKS = 4  # at least this many 512-byte chunks a warp
 SK_SPLITS: int | None = None  # bench/quant.py and the tests: a fixed number of parts a tile
@@ -164,7 +162,7 @@ def prepare(w: QuantWeight) -> QuantWeight:
         w.packing = "tiles16"
     if w.packing == "tiles16":
         tile_params(w)
-        if SPLIT_WIDTHS and w.device.type == "cuda":  # the split kernel's workspace (64 warps an SM at most), not in a capture
+        if SPLIT_WIDTHS and w.device.type == "cuda":  # the split kernel's workspace, before any graph capture
             idx = w.device.index if w.device.index is not None else torch.cuda.current_device()
             sk_workspace(w.device, _sm_count(idx) * 64, -(-w.scales.shape[0] // TILE_ROWS), grow=True)
     return w
@@ -300,16 +298,14 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             if parts == 1 or ws is not None:
                 per = SK_BLOCK // 32
                 kernel((-(-tiles * parts // per),), (SK_BLOCK,), w.qweight, sp, zp, x2, bias, y,
-                       None if ws is None else ws[0], None if ws is None else ws[1], n, k, w.group_size, t, parts,
-                       L2_PF)
+                       None if ws is None else ws[0], None if ws is None else ws[1], n, k, w.group_size, t, parts)
                 return y.view(*x.shape[:-1], n)
         name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, width)
         kernel = _module(x.device, extra, BENCH_SOURCE)[name]
         smem = mma_smem(warps, w, extra)
         if smem > 48 * 1024:
             kernel.set_max_dynamic_smem(smem)
-        args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, t) + (() if BENCH_SOURCE is not None else (L2_PF,))
-        kernel((tiles,), (warps * 32,), *args, smem=smem)
+        kernel((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, t, smem=smem)
         return y.view(*x.shape[:-1], n)
     s, o = gpu_params(w)
     nt = _width(t)

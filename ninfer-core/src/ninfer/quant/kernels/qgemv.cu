@@ -150,13 +150,6 @@ __device__ __forceinline__ void qm_load_z(unsigned &v, const unsigned short *ptr
                  : "+r"(v) : "l"(ptr), "r"((int)p));
 }
 
-// Ask L2 for the 512-byte chunk of a warp whose lane 0 reads p - 7 lane: lanes 0..3 name one 128-byte line each
-// (p = the lane's own pointer + 7 lane); when q is false, nothing. A hint: nothing is read into registers.
-__device__ __forceinline__ void qm_prefetch(const uint4 *p, bool q) {
-    asm volatile("{\n\t.reg .pred q;\n\tsetp.ne.b32 q, %1, 0;\n\t@q prefetch.global.L2 [%0];\n\t}"
-                 :: "l"(p), "r"((int)q));
-}
-
 // Asynchronous copies global -> shared memory, 16 bytes (weights, past L1, 256-byte L2 prefetch) or 4 (scales);
 // when p is false nothing is read (src-size 0: ptr may point past the tensor) and the destination is zero-filled.
 __device__ __forceinline__ void qm_cp16(unsigned dst, const void *ptr, bool p) {
@@ -346,7 +339,7 @@ template <typename T, typename ST, int BITS, bool ZP, int NSET, bool MERGE>
 __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                      const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                      const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G,
-                                     int ntok, int pf) {
+                                     int ntok) {
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;         // a half: 32 k, two mma steps, one 16-byte activation load
     constexpr int SV = MERGE ? 1 : HALVES;     // scale words (groups) per chunk
@@ -383,13 +376,8 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
 #if defined(QM_REG_RING)  // the default build: the ring in registers (QM_U x 5 registers a lane)
     uint4 wv[QM_U];
     unsigned sv[QM_U][SV];
-    // pf > 0: each fetch (of the warp's chunk i) also asks L2 for its chunk i + pf (registers hold only QM_U chunks)
-    const int pfoff = pf * (int)wstep + 7 * lane;
-    const int pflim = pf > 0 && lane < 4 ? mine - pf : 0;
-    auto fetch = [&](int u, int i) {  // chunk i (of this warp's) at the running pointers into ring slot u
-        const bool p = i < mine;
+    auto fetch = [&](int u, bool p) {  // chunk of the running pointers into ring slot u
         qm_load_w(wv[u], wf, p);
-        qm_prefetch(wf + pfoff, i < pflim);
 #pragma unroll
         for (int h = 0; h < SV; h++) {
             const unsigned gi = (unsigned)qm_group(h ? kf + (float)h : kf, rg);
@@ -417,8 +405,7 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(qm_smem);
     const unsigned sw = sbase + (unsigned)((warp * QM_U * 32 + lane) * 16);
     const unsigned ss = sbase + (unsigned)(warps * QM_U * 512 + (warp * QM_U * SV * 32 + lane) * 4);
-    auto fetch = [&](int u, int i) {
-        const bool p = i < mine;
+    auto fetch = [&](int u, bool p) {
         qm_cp16(sw + u * 512, wf, p);
 #pragma unroll
         for (int h = 0; h < SV; h++) {
@@ -456,7 +443,7 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
 #pragma unroll
         for (int h = 0; h < HALVES; h++) xv[s][h] = make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int u = 0; u < QM_U; u++) fetch(u, u);
+    for (int u = 0; u < QM_U; u++) fetch(u, u < mine);
     // programmatic dependent launch (sm_90+): the first QM_U chunks of weights and scales (constants) are in
     // flight while the kernel before this one finishes; the activations it writes are read only after the wait
     pdl_stream_enter();
@@ -505,7 +492,7 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
                 }
             }
         }
-        fetch(u, i + QM_U);
+        fetch(u, i + QM_U < mine);
         load_x(i + 1 < mine);
     };
     int i0 = 0;
@@ -557,25 +544,26 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
 
 
 // ---------------------------------------------------------------------------------------------------------
-// Split form of qmma (qmsk_*, see ninfer.quant.gpu.SPLIT_WIDTHS): the same
+// Split form of qmma (qmsk_*, the default for 9..16 tokens, see ninfer.quant.gpu.SPLIT_WIDTHS): the same
 // tiles, fragments, dequantisation and ring of loads in flight, but the unit of work is one warp, not a block:
 // tile i's chunks are cut into S contiguous parts, one warp each (warp gw = S i + part), blocks of any S warps
 // side by side, so the grid's warps fill every SM evenly (S is chosen so that S x tiles is about the warps the
 // GPU holds at once), whatever the number of tiles. With S > 1 the parts' float32 sums meet in a workspace: each
 // warp stores its slot, counts itself on the tile's counter, and the last to arrive adds the S slots in order
-// (deterministic), writes y and resets the counter for the next launch. Loads in flight per lane: QSK_U4 (int4, QM_U)
-// and QSK_U8 (int8, 2) chunks, other values in bench/quant.py's variants. The default for 9..16 tokens.
+// (deterministic), writes y and resets the counter for the next launch. Loads in flight per lane: QSK_U4 (int4) and
+// QSK_U8 (int8) chunks, QM_U unless given (bench/quant.py's variants; -DQSK_U8=2 measured faster for int8 at 8 and
+// 16 tokens on the H200, bench/RESULTS.md 2026-12-02 session 4, not yet through the GPU tests as a default).
 #ifndef QSK_U4
 #define QSK_U4 QM_U
 #endif
 #ifndef QSK_U8
-#define QSK_U8 2  // measured on the H200: 8B W8A16 at 16 tokens 0.567 of copy bandwidth vs 0.482 with 4 (session 4)
+#define QSK_U8 QM_U
 #endif
 template <typename T, typename ST, int BITS, bool ZP, int NSET, bool MERGE>
 __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                      const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                      const T *__restrict__ bias, T *__restrict__ y, float *__restrict__ part,
-                                     unsigned *__restrict__ cnt, int N, int K, int G, int ntok, int S, int pf) {
+                                     unsigned *__restrict__ cnt, int N, int K, int G, int ntok, int S) {
     constexpr int CHUNK = BITS == 4 ? 64 : 32;
     constexpr int U = BITS == 4 ? QSK_U4 : QSK_U8;  // chunks in flight per lane
     constexpr int HALVES = CHUNK / 32;
@@ -603,12 +591,8 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
         for (int i = 0; i < 4; i++) acc[s][i] = 0.f;
     uint4 wv[U];
     unsigned sv[U][SV], zv[U][SV];
-    const int pfoff = pf * 32 + 7 * lane;  // pf > 0: L2 prefetch pf chunks ahead, as in qmma
-    const int pflim = pf > 0 && lane < 4 ? mine - pf : 0;
-    auto fetch = [&](int u, int i) {  // this warp's chunk i into ring slot u
-        const bool p = i < mine;
+    auto fetch = [&](int u, bool p) {
         qm_load_w(wv[u], wf, p);
-        qm_prefetch(wf + pfoff, i < pflim);
 #pragma unroll
         for (int h = 0; h < SV; h++) {
             const unsigned gi = (unsigned)qm_group(h ? kf + (float)h : kf, rg);
@@ -638,7 +622,7 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #pragma unroll
         for (int h = 0; h < HALVES; h++) xv[s][h] = make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int u = 0; u < U; u++) fetch(u, u);
+    for (int u = 0; u < U; u++) fetch(u, u < mine);
     pdl_stream_enter();  // as in qmma: the first U chunks are in flight while the previous kernel finishes
     load_x(mine > 0);
     auto step = [&](int u, int i) {
@@ -677,7 +661,7 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
                 }
             }
         }
-        fetch(u, i + U);
+        fetch(u, i + U < mine);
         load_x(i + 1 < mine);
     };
     int i0 = 0;
@@ -734,21 +718,21 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #define QM_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                        \
     extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmma_##S##_s##SS##_b##B##_##ZN##_t##NT( \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G, int ntok, int pf) {                                                                   \
+        int K, int G, int ntok) {                                                                           \
         if (G % (B == 4 ? 64 : 32) == 0) /* uniform: the whole block takes one variant */                  \
-            ninfer::qmma<T, ST, B, Z, NSET, true>(Wp, Sp, Zp, x, b, y, N, K, G, ntok, pf);                  \
+            ninfer::qmma<T, ST, B, Z, NSET, true>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                      \
         else                                                                                                \
-            ninfer::qmma<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok, pf);                 \
+            ninfer::qmma<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                     \
     }
 
 #define QSK_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                       \
     extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmsk_##S##_s##SS##_b##B##_##ZN##_t##NT(              \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, float *part, \
-        unsigned *cnt, int N, int K, int G, int ntok, int S, int pf) {                                              \
+        unsigned *cnt, int N, int K, int G, int ntok, int S) {                                              \
         if (G % (B == 4 ? 64 : 32) == 0) /* uniform: the whole grid takes one variant */                     \
-            ninfer::qmsk<T, ST, B, Z, NSET, true>(Wp, Sp, Zp, x, b, y, part, cnt, N, K, G, ntok, S, pf);         \
+            ninfer::qmsk<T, ST, B, Z, NSET, true>(Wp, Sp, Zp, x, b, y, part, cnt, N, K, G, ntok, S);         \
         else                                                                                                \
-            ninfer::qmsk<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, part, cnt, N, K, G, ntok, S, pf);        \
+            ninfer::qmsk<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, part, cnt, N, K, G, ntok, S);        \
     }
 
 #define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16) \
