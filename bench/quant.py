@@ -182,8 +182,9 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
     return best
 
 
-def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: int = 0):
-    """(runner, weights) of a random model whose layers' Linears are random grouped-int weights."""
+def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: int = 0, lm_head_bits: int = 0):
+    """(runner, weights) of a random model whose layers' Linears are random grouped-int weights (and lm_head, with
+    ``lm_head_bits``: what LLM(quantize_lm_head=...) serves)."""
     import random_model as rm
 
     from ninfer.config.model import model_config_from_hf
@@ -195,8 +196,8 @@ def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     weights = {}
     for path, _, _, shp, kind in rm._targets(model):
-        if kind == "linear" and path.startswith("layers."):
-            weights[path] = random_quant(shp[0], shp[1], bits)
+        if kind == "linear" and (path.startswith("layers.") or (lm_head_bits and path == "lm_head.weight")):
+            weights[path] = random_quant(shp[0], shp[1], bits if path.startswith("layers.") else lm_head_bits)
             continue
         t = torch.empty(shp, dtype=torch.float32, device="cuda")
         mean, std = {"linear": (0, shp[-1] ** -0.5), "embed": (0, 1), "norm": (1, 0.1), "norm_zc": (0, 0.1),
@@ -221,7 +222,7 @@ def decode_speed(runner, ctx=512, new=128) -> float:
     return new / (time.perf_counter() - t0)
 
 
-def e2e_part(name, bits, shape, layers, bw, tuned):
+def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
     import decode as dec
 
     from ninfer.engine.cuda_graph import CudaGraphs
@@ -229,8 +230,9 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
     from ninfer.quant.layout import QuantWeight
 
     gpu.TILE_BITS = set()
-    runner, weights = quant_model(shape, layers, bits)
+    runner, weights = quant_model(shape, layers, bits, lm_head_bits=lm_head_bits)
     quant = [w for w in weights.values() if isinstance(w, QuantWeight)]
+    head = f", lm_head int{lm_head_bits}" if lm_head_bits else ""
     dense = sum(t.numel() * t.element_size() for p, t in weights.items()
                 if isinstance(t, torch.Tensor) and p != "embed_tokens")
     other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
@@ -253,9 +255,9 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
         variant("")
         nbytes = sum(read_bytes(w) for w in quant) + dense + other
         results.append((label, tok_s, nbytes))
-        print(f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | "
+        print(f"| {name} | {layers} | {label}{head} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | "
               f"{tok_s * layers / SHAPES[name][5]:.1f} |" if layers != SHAPES[name][5] else
-              f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | - |",
+              f"| {name} | {layers} | {label}{head} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | - |",
               flush=True)
     del runner, weights, quant
     torch.cuda.empty_cache()
@@ -303,6 +305,8 @@ def main():
     ap.add_argument("--tuned", default=None, help="JSON file: the sweep writes its best configs, e2e reads them")
     ap.add_argument("--variants", default=None, help="';'-separated labels of VARIANTS for the gemv and e2e A/B")
     ap.add_argument("--no-qgemv", action="store_true", help="leave the CUDA-core kernel out")
+    ap.add_argument("--lm-head", default="none", help="e2e: 'int8' / 'int4' quantises lm_head too (random codes), "
+                    "as LLM(quantize_lm_head=...) serves it; several, comma-separated, run one after another")
     a = ap.parse_args()
     global QMMA_VARIANTS, QGEMV
     if a.variants:
@@ -358,11 +362,13 @@ def main():
             if name not in lay:
                 continue
             bits, *_, shape = SHAPES[name]
-            try:
-                e2e_part(name, bits, shape, int(lay[name]), bw, tuned.get(name, {}))
-            except Exception as e:  # one model failing must not hide the other
-                print(f"FAILED e2e {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                torch.cuda.empty_cache()
+            for head in a.lm_head.split(","):
+                try:
+                    e2e_part(name, bits, shape, int(lay[name]), bw, tuned.get(name, {}),
+                             {"none": 0, "int8": 8, "int4": 4}[head.strip()])
+                except Exception as e:  # one model failing must not hide the other
+                    print(f"FAILED e2e {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                    torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

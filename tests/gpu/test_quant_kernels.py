@@ -288,3 +288,31 @@ def test_split_kernel_in_a_cuda_graph():
                 assert ((y.float() - ref).norm() / ref.norm()) < 1e-3
     finally:
         gpu.TILE_BITS, gpu.SPLIT_WIDTHS = tile_bits, split0
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_quantize_lm_head_on_gpu(fmt):
+    """LLM(quantize_lm_head=...)'s step on a CUDA model: a vocab-sized bf16 lm_head (rows not a multiple of 16)
+    quantised on the device in passes of rows, repacked for the tensor-core kernel, within a step of the dense weight
+    everywhere; the GEMV over it equals x @ dequant(W)^T in float32."""
+    from types import SimpleNamespace
+
+    from ninfer.layers.linear import Linear
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+    from ninfer.quant.load import quantize_lm_head
+
+    torch.manual_seed(0)
+    lin = Linear(None, 576, 5003)
+    dense = (torch.randn(5003, 576, device="cuda") * 0.05).to(torch.bfloat16)
+    lin.weight = dense
+    quantize_lm_head(SimpleNamespace(lm_head=lin), fmt, rows_per_pass=1000)
+    w = lin.weight
+    assert w.packing == "tiles16" and w.group_size == 64 and w.bits == {"int8": 8, "int4": 4}[fmt]
+    step = w.scales.float().repeat_interleave(64, dim=1)
+    assert bool(((dequantize(w) - dense.float()).abs() <= step + 1e-6).all())  # round to nearest (+ bf16 scales)
+    x = torch.randn(1, 576, device="cuda").to(torch.bfloat16)
+    _poison()
+    y = gpu.quant_linear(x, w)
+    ref = x.float() @ dequantize(w).t()
+    assert ((y.float() - ref).norm() / ref.norm()) < 1e-2
