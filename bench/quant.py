@@ -1,10 +1,10 @@
 """Decode speed of grouped-int weights on the GPU: W4A16 (27B shape) and W8A16 (8B shape), group 128.
 
 1. GEMV-only (``gemv``): every Linear of L layers in one CUDA graph, batch 1 and verify widths, through
-   the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel (``qmma_*``,
-   tiled packing; the previous version from bench/quant_legacy_qgemv.cu, the current one with its ring of
-   loads in flight in registers (default) or shared memory (QM_SMEM_RING), and with QM_RAW) and the same
-   shapes in bf16 through cuBLAS as the peer. Bytes
+   the CUDA-core kernel (``qgemv_*``, the weights in row packing), the tensor-core kernel's variants
+   (VARIANTS, picked with --variants: its per-tile form ``qmma_*`` and split form ``qmsk_*``, loads in flight,
+   the previous version from bench/quant_legacy_qgemv.cu, ...) and the same shapes in bf16 through cuBLAS as
+   the peer. Bytes
    are what each kernel reads: codes plus scales as it stores them (qgemv: float32 scale and offset;
    qmma: 16-bit scales).
 2. Sweep (``sweep``): per matrix shape (copies past L2, ~1 GB), GB/s of qmma for warps per tile x loads
@@ -12,7 +12,7 @@
 3. End to end (``e2e``): a random-weight model of the shape (every Linear in the layers quantised with
    random codes; embedding, lm_head, norms, GDN parameters bf16) through ModelRunner with CUDA graphs,
    as bench/decode.py does for bf16: 128 greedy tokens after a 512-token prompt (prefill dequantises and
-   calls cuBLAS), qgemv vs qmma on the same weights. Step GB = the codes and scales the decode kernel
+   calls cuBLAS), qgemv and the --variants on the same weights. Step GB = the codes and scales the decode kernel
    reads + dense weights (embedding excepted) + KV + recurrent state; fraction of the copy bandwidth
    measured in the same process.
 4. Profile (``profile``): kernel time per eager decode step of the quantised model (few layers, CUDA
@@ -39,21 +39,40 @@ SHAPES = {  # name: (bits, hidden, q_out, kv_out, intermediate, layers, random_m
     "8B W8A16 g128": (8, 4096, 4096, 1024, 14336, 32, "llama3-8b"),
 }
 GROUP = 128
+QGEMV = True  # --no-qgemv: leave the CUDA-core kernel out of the A/B
 LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quant_legacy_qgemv.cu")
 
 
+VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .cu; extra: -D options; split: the kernel
+    # widths taking the split form, all by default; block: threads a split block; min_chunks: SK_MIN_CHUNKS)
+    "qmma previous (881a477)": dict(split=(), source=LEGACY),
+    "qmma per tile, shared-memory ring": dict(split=(), extra=("-DQM_SMEM_RING",)),
+    "qmma per tile, QM_RAW": dict(split=(), extra=("-DQM_RAW",)),
+    "qmma per tile (previous default)": dict(split=()),
+    "default (per tile 1..8 tokens, split 9..16)": dict(split=(16,)),
+    "qmsk split": dict(),
+    "qmsk split, int4 U=6": dict(extra=("-DQSK_U4=6",)),
+    "qmsk split, int8 U=2": dict(extra=("-DQSK_U8=2",)),
+    "default, split with int8 U=2": dict(split=(16,), extra=("-DQSK_U8=2",)),
+    "qmsk split, 128-thread blocks": dict(block=128),
+    "qmsk split, >= 16 chunks a warp": dict(min_chunks=16),
+    "qmma per tile, sweep's best per shape": dict(split=()),
+}
+QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
+
+
 def variant(label: str):
-    """Set ninfer.quant.gpu up for one kernel variant of the A/B (see the module docstring)."""
+    """Set ninfer.quant.gpu up for one kernel variant of the A/B (see VARIANTS); "" restores the defaults."""
     from pathlib import Path
 
     from ninfer.quant import gpu
 
-    gpu.BENCH_SOURCE = Path(LEGACY) if "previous" in label else None
-    gpu.BENCH_EXTRA = (("-DQM_PIPE",) if "PIPE" in label else ()) + (("-DQM_RAW",) if "RAW" in label else ()) + (
-        ("-DQM_SMEM_RING",) if "shared-memory ring" in label else ())
-
-
-QMMA_VARIANTS = ("qmma previous (881a477)", "qmma new, shared-memory ring", "qmma new, QM_RAW", "qmma new (default)")
+    v = VARIANTS.get(label, {})
+    gpu.BENCH_SOURCE = Path(v["source"]) if "source" in v else None
+    gpu.BENCH_EXTRA = tuple(v.get("extra", ()))
+    gpu.SPLIT_WIDTHS = set(v.get("split", (8, 16))) if label else {16}
+    gpu.SK_BLOCK = v.get("block", 32)
+    gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
 
 
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):
@@ -105,7 +124,7 @@ def gemv_part(name, bits, dims, layers, bw, widths):
     xs = {t: {k: torch.randn(t, k, device="cuda", dtype=torch.bfloat16) for _, k in shapes} for t in widths}
     rows = []
     gpu.TILE_BITS = set()
-    for t in widths:
+    for t in widths if QGEMV else ():
         sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
         rows.append(("qgemv (CUDA cores, before)", t, sec, sum(read_bytes(w) for w in ws)))
     gpu.TILE_BITS = {4, 8}
@@ -163,8 +182,9 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
     return best
 
 
-def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: int = 0):
-    """(runner, weights) of a random model whose layers' Linears are random grouped-int weights."""
+def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: int = 0, lm_head_bits: int = 0):
+    """(runner, weights) of a random model whose layers' Linears are random grouped-int weights (and lm_head, with
+    ``lm_head_bits``: what LLM(quantize_lm_head=...) serves)."""
     import random_model as rm
 
     from ninfer.config.model import model_config_from_hf
@@ -176,8 +196,8 @@ def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     weights = {}
     for path, _, _, shp, kind in rm._targets(model):
-        if kind == "linear" and path.startswith("layers."):
-            weights[path] = random_quant(shp[0], shp[1], bits)
+        if kind == "linear" and (path.startswith("layers.") or (lm_head_bits and path == "lm_head.weight")):
+            weights[path] = random_quant(shp[0], shp[1], bits if path.startswith("layers.") else lm_head_bits)
             continue
         t = torch.empty(shp, dtype=torch.float32, device="cuda")
         mean, std = {"linear": (0, shp[-1] ** -0.5), "embed": (0, 1), "norm": (1, 0.1), "norm_zc": (0, 0.1),
@@ -202,7 +222,7 @@ def decode_speed(runner, ctx=512, new=128) -> float:
     return new / (time.perf_counter() - t0)
 
 
-def e2e_part(name, bits, shape, layers, bw, tuned):
+def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
     import decode as dec
 
     from ninfer.engine.cuda_graph import CudaGraphs
@@ -210,16 +230,17 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
     from ninfer.quant.layout import QuantWeight
 
     gpu.TILE_BITS = set()
-    runner, weights = quant_model(shape, layers, bits)
+    runner, weights = quant_model(shape, layers, bits, lm_head_bits=lm_head_bits)
     quant = [w for w in weights.values() if isinstance(w, QuantWeight)]
+    head = f", lm_head int{lm_head_bits}" if lm_head_bits else ""
     dense = sum(t.numel() * t.element_size() for p, t in weights.items()
                 if isinstance(t, torch.Tensor) and p != "embed_tokens")
     other = dec.step_bytes(runner, {}, 512 + 64)  # KV at the mean context + recurrent state
     results = []
-    labels = ("qgemv (CUDA cores)",) + tuple(v for v in QMMA_VARIANTS if "RAW" not in v) + (
-        "qmma new, sweep's best per shape",)
+    labels = (("qgemv (CUDA cores)",) if QGEMV else ()) + tuple(QMMA_VARIANTS) + (
+        ("qmma per tile, sweep's best per shape",) if tuned else ())
     for label in labels:
-        if label.startswith("qmma") and not gpu.TILE_BITS:
+        if not label.startswith("qgemv") and not gpu.TILE_BITS:
             gpu.TILE_BITS = {4, 8}
             for w in quant:
                 gpu.prepare(w)
@@ -234,9 +255,9 @@ def e2e_part(name, bits, shape, layers, bw, tuned):
         variant("")
         nbytes = sum(read_bytes(w) for w in quant) + dense + other
         results.append((label, tok_s, nbytes))
-        print(f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | "
+        print(f"| {name} | {layers} | {label}{head} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | "
               f"{tok_s * layers / SHAPES[name][5]:.1f} |" if layers != SHAPES[name][5] else
-              f"| {name} | {layers} | {label} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | - |",
+              f"| {name} | {layers} | {label}{head} | {tok_s:.1f} | {nbytes / 1e9:.2f} | {nbytes * tok_s / bw:.3f} | - |",
               flush=True)
     del runner, weights, quant
     torch.cuda.empty_cache()
@@ -282,7 +303,18 @@ def main():
     ap.add_argument("--models", default=",".join(SHAPES))
     ap.add_argument("--profile-layers", type=int, default=8)
     ap.add_argument("--tuned", default=None, help="JSON file: the sweep writes its best configs, e2e reads them")
+    ap.add_argument("--variants", default=None, help="';'-separated labels of VARIANTS for the gemv and e2e A/B")
+    ap.add_argument("--no-qgemv", action="store_true", help="leave the CUDA-core kernel out")
+    ap.add_argument("--lm-head", default="none", help="e2e: 'int8' / 'int4' quantises lm_head too (random codes), "
+                    "as LLM(quantize_lm_head=...) serves it; several, comma-separated, run one after another")
     a = ap.parse_args()
+    global QMMA_VARIANTS, QGEMV
+    if a.variants:
+        QMMA_VARIANTS = tuple(v.strip() for v in a.variants.split(";"))
+        unknown = [v for v in QMMA_VARIANTS if v not in VARIANTS]
+        if unknown:
+            raise SystemExit(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+    QGEMV = not a.no_qgemv
     parts = a.parts.split(",")
     bw = dec.copy_bandwidth()
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, copy bandwidth {bw / 1e12:.2f} TB/s",
@@ -330,11 +362,13 @@ def main():
             if name not in lay:
                 continue
             bits, *_, shape = SHAPES[name]
-            try:
-                e2e_part(name, bits, shape, int(lay[name]), bw, tuned.get(name, {}))
-            except Exception as e:  # one model failing must not hide the other
-                print(f"FAILED e2e {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                torch.cuda.empty_cache()
+            for head in a.lm_head.split(","):
+                try:
+                    e2e_part(name, bits, shape, int(lay[name]), bw, tuned.get(name, {}),
+                             {"none": 0, "int8": 8, "int4": 4}[head.strip()])
+                except Exception as e:  # one model failing must not hide the other
+                    print(f"FAILED e2e {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                    torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ def test_quantised_gemvs_wait_after_their_first_weights():
         assert "griddepcontrol.wait" in body and "griddepcontrol.launch_dependents" in body, name
         assert body.index("griddepcontrol.wait") < body.index("griddepcontrol.launch_dependents"), name
     for name in (gpu.mma_kernel_name(torch.bfloat16, torch.bfloat16, 4, False, 8),
-                 gpu.mma_kernel_name(torch.bfloat16, torch.float16, 8, True, 16)):
+                 gpu.mma_kernel_name(torch.bfloat16, torch.float16, 8, True, 16),
+                 gpu.mma_kernel_name(torch.bfloat16, torch.float16, 4, False, 16, split=True)):
         body = ptx[name]
         assert body.index("ld.global.nc") < body.index("griddepcontrol.wait"), name

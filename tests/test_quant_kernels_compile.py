@@ -20,10 +20,11 @@ def test_qgemv_compiles(arch):
     assert cubin[:4] == b"\x7fELF"
     assert [k for k in gpu.kernel_names(arch) if k.encode() + b"\0" not in cubin] == []
     assert (b"qgemv_bf16" in cubin) == (arch != "sm_75")  # Turing serves fp16 only
+    assert (b"qmsk_bf16_sf16_b4_sym_t8" in cubin) == (arch != "sm_75")  # the split form with the tensor-core one
 
 
 @pytest.mark.parametrize("arch,extra", [("sm_86", ("-DQM_RAW",)), ("sm_90", ("-DQM_SMEM_RING",)),
-                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6"))])
+                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6")), ("sm_89", ("-DQSK_U8=2",))])
 def test_qmma_bench_variants_compile(arch, extra):
     """bench/quant.py's variants: offsets off by a second mma; the ring in shared memory; more loads in flight."""
     cubin = gpu.compile_for(arch, use_cache=False, extra=extra)

@@ -75,6 +75,13 @@ def test_llm_keeps_gguf_quantised_on_gpu_and_matches_dense():
     assert ((tq - td).norm() / td.norm()) < 1e-2
 
 
+def _poison(nbytes=64 << 20):
+    """Fill memory the caching allocator hands out next with NaN: an output the kernel leaves unwritten fails."""
+    torch.full((nbytes // 4,), float("nan"), device="cuda")
+    for n in (1 << 12, 1 << 14, 1 << 16, 1 << 18):  # and the small blocks outputs of these tests come from
+        [torch.full((n // 4,), float("nan"), device="cuda") for _ in range(8)]
+
+
 def _tiled_case(n, k, bits, group, sym, scale_dtype, seed):
     from ninfer.quant.layout import quantize_rtn
 
@@ -87,9 +94,11 @@ def _tiled_case(n, k, bits, group, sym, scale_dtype, seed):
 @pytest.mark.parametrize("bits,group,sym", [(4, 32, True), (4, 32, False), (4, 64, True), (4, 128, False),
                                             (4, 96, False), (8, 32, False), (8, 64, True), (8, 128, False)])
 @pytest.mark.parametrize("tokens", [1, 7, 9, 16])
-def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym, tokens):
+@pytest.mark.parametrize("split", [True, False])
+def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym, tokens, split):
     """The tiled (tensor-core) kernel on every group/zero-point/scale-dtype variant it serves, both token
-    sets (t8: 1..8, t16: 9..16), rows not a multiple of 16; beside the CUDA-core kernel on the same data."""
+    sets (t8: 1..8, t16: 9..16), rows not a multiple of 16, in its split form (qmsk, the default: here 6 / 12
+    parts a tile) and its per-tile form (qmma); beside the CUDA-core kernel on the same data. Outputs poisoned."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
 
@@ -98,15 +107,17 @@ def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group
     bias = torch.randn(1000, device="cuda").to(dtype)
     dq_rows = dequantize(q)
     ref = x.float() @ dq_rows.t() + bias.float()
-    tile_bits = gpu.TILE_BITS
+    tile_bits, split0 = gpu.TILE_BITS, gpu.SPLIT_WIDTHS
     try:
         gpu.TILE_BITS = set()
+        _poison()
         y_old = gpu.quant_linear(x, q, bias)
         assert q.packing == "rows"
-        gpu.TILE_BITS = {4, 8}
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS = {4, 8}, {8, 16} if split else set()
+        _poison()
         y = gpu.quant_linear(x, q, bias)
     finally:
-        gpu.TILE_BITS = tile_bits
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS = tile_bits, split0
     assert q.packing == "tiles16"  # repacked on first use, in place
     for out in (y, y_old):
         err = (out.float() - ref).norm() / ref.norm()
@@ -175,6 +186,7 @@ def test_tensor_core_kernel_ring_and_tail(dtype, bits, group, sym, warps, tokens
         x = torch.randn(tokens, k, device="cuda").to(dtype)
         ref = x.float() @ dequantize(q).t()
         gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, ())
+        _poison()
         y = gpu.quant_linear(x, q)
     finally:
         gpu.CONFIG_OVERRIDE.clear()
@@ -210,3 +222,97 @@ def test_bench_variants_match_float32(extra, bits, tokens):
     assert q.packing == "tiles16"
     err = (y.float() - ref).norm() / ref.norm()
     assert err < 1e-2, float(err)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 96, False), (8, 128, False), (8, 96, True)])
+@pytest.mark.parametrize("parts", [1, 2, 3, 7, 24, 70])
+@pytest.mark.parametrize("tokens", [1, 12])
+def test_split_kernel_any_parts(dtype, bits, group, sym, parts, tokens):
+    """The split kernel with 1..70 parts a tile (60 int4 / 120 int8 chunks a row: full ring rounds, every tail
+    length, parts of one chunk, more parts than chunks), groups whole chunks and straddling them: matches float32,
+    is deterministic (three launches bit-identical: the parts are added in a fixed order) and leaves every tile
+    counter zero for the next launch. Outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    n, k = 200, 3840
+    q = _tiled_case(n, k, bits, group, sym, torch.float16, parts + tokens)
+    x = torch.randn(tokens, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    ref = x.float() @ dequantize(q).t() + bias.float()
+    tile_bits, split0 = gpu.TILE_BITS, gpu.SPLIT_WIDTHS
+    try:
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.SK_SPLITS = {4, 8}, {8, 16}, parts
+        gpu.prepare(q)
+        ys = []
+        for _ in range(3):
+            _poison()
+            ys.append(gpu.quant_linear(x, q, bias))
+    finally:
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS, gpu.SK_SPLITS = tile_bits, split0, None
+    assert q.packing == "tiles16"
+    err = (ys[0].float() - ref).norm() / ref.norm()
+    assert err < (1e-3 if dtype == torch.float16 else 1e-2), float(err)
+    assert torch.equal(ys[0], ys[1]) and torch.equal(ys[0], ys[2])
+    assert int(gpu._sk_buffers[torch.cuda.current_device()][1].abs().sum()) == 0
+
+
+def test_split_kernel_in_a_cuda_graph():
+    """Split launches captured in a CUDA graph (the workspace and counters made before the capture) replay right,
+    several weights in a row sharing the workspace."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    ws = [gpu.prepare(_tiled_case(n, 2048, bits, 128, False, torch.float16, n)) for n, bits in
+          ((64, 4), (1000, 8), (48, 4))]
+    x = torch.randn(1, 2048, device="cuda", dtype=torch.float16)
+    refs = [x.float() @ dequantize(w).t() for w in ws]
+    tile_bits, split0 = gpu.TILE_BITS, gpu.SPLIT_WIDTHS
+    try:
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS = {4, 8}, {8, 16}
+        for w in ws:
+            gpu.quant_linear(x, w)  # eager first: the workspace is sized outside the capture
+        torch.cuda.synchronize()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            ys = [gpu.quant_linear(x, w) for w in ws]
+        for _ in range(3):
+            for y in ys:
+                y.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            for y, ref in zip(ys, refs):
+                assert ((y.float() - ref).norm() / ref.norm()) < 1e-3
+    finally:
+        gpu.TILE_BITS, gpu.SPLIT_WIDTHS = tile_bits, split0
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_quantize_lm_head_on_gpu(fmt):
+    """LLM(quantize_lm_head=...)'s step on a CUDA model: a vocab-sized bf16 lm_head (rows not a multiple of 16)
+    quantised on the device in passes of rows, repacked for the tensor-core kernel, within a step of the dense weight
+    everywhere; the GEMV over it equals x @ dequant(W)^T in float32."""
+    from types import SimpleNamespace
+
+    from ninfer.layers.linear import Linear
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+    from ninfer.quant.load import quantize_lm_head
+
+    torch.manual_seed(0)
+    lin = Linear(None, 576, 5003)
+    dense = (torch.randn(5003, 576, device="cuda") * 0.05).to(torch.bfloat16)
+    lin.weight = dense
+    quantize_lm_head(SimpleNamespace(lm_head=lin), fmt, rows_per_pass=1000)
+    w = lin.weight
+    assert w.packing == "tiles16" and w.group_size == 64 and w.bits == {"int8": 8, "int4": 4}[fmt]
+    step = w.scales.float().repeat_interleave(64, dim=1)
+    assert bool(((dequantize(w) - dense.float()).abs() <= step + 1e-6).all())  # round to nearest (+ bf16 scales)
+    x = torch.randn(1, 576, device="cuda").to(torch.bfloat16)
+    _poison()
+    y = gpu.quant_linear(x, w)
+    ref = x.float() @ dequantize(w).t()
+    assert ((y.float() - ref).norm() / ref.norm()) < 1e-2

@@ -44,8 +44,14 @@ def _pick_dtype(device: torch.device, dtype) -> torch.dtype:
 class LLM:
     def __init__(self, model: str | None = None, backend: str = "auto", device: str | None = None,
                  dtype=None, max_context: int | None = None, draft: str | None = None,
-                 kv_cache: str = "auto", progress: bool = True, quantized_weights: bool | None = None):
+                 kv_cache: str = "auto", progress: bool = True, quantized_weights: bool | None = None,
+                 quantize_lm_head: str | None = None):
         t0 = time.perf_counter()
+        from .quant.load import LM_HEAD_FORMATS
+
+        if quantize_lm_head is not None and quantize_lm_head not in LM_HEAD_FORMATS:
+            raise NinferError(f"Unknown quantize_lm_head {quantize_lm_head!r}; choose one of "
+                              f"{', '.join(LM_HEAD_FORMATS)} (or None: dense).")
         path = model or default_model_path()
         self.model_path = path
         self.model_name = os.path.basename(os.path.normpath(path))
@@ -72,6 +78,10 @@ class LLM:
         self.model = CausalLM(cfg, self.ops)
         self.model.keep_quantized = quantized_weights  # None: auto (ninfer.quant.load)
         load_weights(self.model, ckpt, arch.names, self.dtype, dev, progress)
+        if quantize_lm_head:  # opt-in: "int8" | "int4" (ninfer.quant.load.quantize_lm_head)
+            from .quant.load import quantize_lm_head as _quantize_lm_head
+
+            _quantize_lm_head(self.model, quantize_lm_head)
         if getattr(arch, "load_extra", None):  # e.g. Qwen3.5's mtp.* head, kept for the MTP drafter
             arch.load_extra(self.model, ckpt, self.dtype, dev)
         self.tokenizer = ckpt.tokenizer()

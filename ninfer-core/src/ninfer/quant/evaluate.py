@@ -123,3 +123,17 @@ def rtn_weights(llm, bits: int, group_size: int, symmetric: bool = True, include
             new.append((lin, quantize_groups(lin.weight, bits, g, symmetric, scale_dtype).to(lin.weight.device)))
     with _swapped(llm, new):
         yield llm
+
+
+@contextlib.contextmanager
+def lm_head_quantized(llm, fmt: str):
+    """Run ``llm`` with its lm_head quantised as ``LLM(quantize_lm_head=fmt)`` does ("int8" | "int4"); restored
+    after."""
+    from .load import quantize_lm_head
+
+    lin = llm.model.lm_head
+    dense = lin.weight
+    quantize_lm_head(llm.model, fmt)
+    new, lin.weight = lin.weight, dense
+    with _swapped(llm, [(lin, new)]):
+        yield llm

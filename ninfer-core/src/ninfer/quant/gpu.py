@@ -4,9 +4,12 @@ it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS
 Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zero point, 16-bit
 scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; see TILE_BITS) is
 repacked once into 16-row tiles
-(:func:`prepare`, called at load; ``layout.pack_tiles``) and served by ``qmma_*``: fp16/bf16 MMAs of
-exact (u - z) codes, float32 accumulation, one block per tile with its warps splitting K. Everything
-else (GGUF mins, group 16, float32 scales, sm_75) takes the CUDA-core kernel ``qgemv_*``.
+(:func:`prepare`, called at load; ``layout.pack_tiles``) and served by the tensor-core kernel: fp16/bf16 MMAs
+of exact (u - z) codes, float32 accumulation. Its split form ``qmsk_*`` gives each warp one
+contiguous part of a tile, S parts a tile so that the grid's warps fill every SM evenly, the parts summed
+through a float32 workspace in a fixed order (the default for 9..16 tokens, SPLIT_WIDTHS); ``qmma_*`` gives each
+tile a block whose warps split K (the default for 1..8 tokens). Everything else (GGUF mins, group 16, float32 scales,
+sm_75) takes the CUDA-core kernel ``qgemv_*``.
 
 Registered for every GPU backend by name (``quant.plugin``); the shared headers come from
 ``ninfer/kernels/include``, so the kernel meets the same build rules as the backends' own.
@@ -45,6 +48,18 @@ TILE_BITS: set[int] = {"0": set(), "false": set(), "off": set(), "int4": {4}}.ge
 BENCH_SOURCE: Path | None = None
 BENCH_EXTRA: tuple[str, ...] = tuple(os.environ.get("NINFER_QMMA_EXTRA", "").split())
 SMEM_RING = 8  # chunks in flight per lane in qmma's shared-memory ring (its QM_U in kernels/qgemv.cu)
+# The split form of the tensor-core kernel (qmsk_*, kernels/qgemv.cu): one warp per part of a tile, S parts a tile,
+# S x tiles about the warps the GPU holds at once, the parts summed through a float32 workspace (deterministic).
+# SPLIT_WIDTHS: the kernel widths (8: 1..8 tokens, 16: 9..16) that take it; the others take the per-tile form
+# (qmma_*, a block per tile). Measured on the H200 (bench/RESULTS.md, 2026-12-02 session 4, GEMV-only, 8 layers):
+# at 16 tokens the split form reads 0.338 / 0.482 of copy bandwidth (27B W4A16 / 8B W8A16) vs 0.318 / 0.440, at
+# 1 token 0.580 / 0.663 vs 0.590 / 0.704, end to end (1 token) 142.1 / 289.7 vs 141.6 / 300.2 tok/s.
+# NINFER_QMMA_SPLIT = 16 (default) | all | none.
+SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.environ.get("NINFER_QMMA_SPLIT", "16"),
+                                                                          {16})
+SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
+SK_MIN_CHUNKS = 4  # at least this many 512-byte chunks a warp
+SK_SPLITS: int | None = None  # bench/quant.py and the tests: a fixed number of parts a tile
 # bench/quant.py's sweep: (N, K, bits) -> (warps per tile, extra compile options such as -DQM_U=8)
 CONFIG_OVERRIDE: dict[tuple[int, int, int], tuple[int, tuple[str, ...]]] = {}
 _modules: dict[tuple, object] = {}
@@ -81,16 +96,18 @@ def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = (), 
     return cubin
 
 
-def mma_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int) -> str:
-    return f"qmma_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}_t{width}"
+def mma_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int,
+                    split: bool = False) -> str:
+    return (f"{'qmsk' if split else 'qmma'}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_"
+            f"{'zp' if zero_point else 'sym'}_t{width}")
 
 
 def kernel_names(arch: str) -> list[str]:
     dts = ("f16",) if arch == "sm_75" else ("f16", "bf16")
     names = [f"qgemv_{s}_b{b}_t{t}" for s in dts for b in (8, 4) for t in WIDTHS]
     if _has_mma(arch):
-        names += [mma_kernel_name(d, sd, b, z, t) for d in _SUFFIX for sd in _SUFFIX for b in (8, 4)
-                  for z in (False, True) for t in MMA_WIDTHS]
+        names += [mma_kernel_name(d, sd, b, z, t, sk) for d in _SUFFIX for sd in _SUFFIX for b in (8, 4)
+                  for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
     return names
 
 
@@ -145,6 +162,9 @@ def prepare(w: QuantWeight) -> QuantWeight:
         w.packing = "tiles16"
     if w.packing == "tiles16":
         tile_params(w)
+        if SPLIT_WIDTHS and w.device.type == "cuda":  # the split kernel's workspace, before any graph capture
+            idx = w.device.index if w.device.index is not None else torch.cuda.current_device()
+            sk_workspace(w.device, _sm_count(idx) * 64, -(-w.scales.shape[0] // TILE_ROWS), grow=True)
     return w
 
 
@@ -170,6 +190,55 @@ def mma_smem(warps: int, w: QuantWeight, extra: tuple[str, ...] = ()) -> int:
     ring = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQM_U=")), SMEM_RING)
     groups = 1 if w.group_size % tile_chunk(w.bits) == 0 else 2
     return warps * ring * (512 + 128 * groups)
+
+
+_sk_buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+_sk_retired: list[tuple[torch.Tensor, torch.Tensor]] = []  # outgrown buffers a captured CUDA graph may still use
+_sk_resident: dict[tuple, int] = {}
+
+
+def sk_resident_warps(kernel, device: torch.device) -> int:
+    """Warps of ``kernel`` (a qmsk entry point, SK_BLOCK threads a block) the whole GPU holds at once."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    key = (idx, kernel.name, id(kernel), SK_BLOCK)
+    if key not in _sk_resident:
+        from ..kernels.launch import _driver, _ok
+
+        blocks = _ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, SK_BLOCK, 0),
+                     "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        _sk_resident[key] = max(1, int(blocks)) * _sm_count(idx) * (SK_BLOCK // 32)
+    return _sk_resident[key]
+
+
+def _sm_count(idx: int) -> int:
+    if idx not in _sms:
+        _sms[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _sms[idx]
+
+
+def sk_splits(tiles: int, k: int, bits: int, resident: int) -> int:
+    """Parts a tile for the split kernel: as many as keep S x tiles within the resident warps, each part at least
+    SK_MIN_CHUNKS chunks long."""
+    return SK_SPLITS or max(1, min(resident // tiles, (k // tile_chunk(bits)) // SK_MIN_CHUNKS))
+
+
+def sk_workspace(device: torch.device, warps: int, tiles: int, grow: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The split kernel's workspace on ``device``: a float32 slot a warp (16 rows x 16 tokens) and a counter a tile,
+    zero (every launch leaves them zero). Grown only when ``grow`` (never inside a graph capture); None when too
+    small. Shared by every launch on the device: the launches of one stream at a time, as ninfer's engine makes."""
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    buf = _sk_buffers.get(idx)
+    if buf is not None and buf[0].numel() >= warps * 256 and buf[1].numel() >= tiles:
+        return buf
+    if not grow:
+        return None
+    if buf is not None:
+        _sk_retired.append(buf)
+    nw = max(warps, 0 if buf is None else buf[0].numel() // 256)
+    nt = max(tiles, 0 if buf is None else buf[1].numel())
+    buf = (torch.empty(nw * 256, dtype=torch.float32, device=device), torch.zeros(nt, dtype=torch.int32, device=device))
+    _sk_buffers[idx] = buf
+    return buf
 
 
 def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
@@ -217,7 +286,21 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         tiles = -(-n // TILE_ROWS)
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
         extra = tuple(extra) + BENCH_EXTRA
-        name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, 8 if t <= 8 else 16)
+        width = 8 if t <= 8 else 16
+        if (width in SPLIT_WIDTHS and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra
+                and (n, k, w.bits) not in CONFIG_OVERRIDE):
+            kernel = _module(x.device, extra)[mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, width,
+                                                              True)]
+            parts = sk_splits(tiles, k, w.bits, sk_resident_warps(kernel, x.device))
+            ws = None
+            if parts > 1:
+                ws = sk_workspace(x.device, tiles * parts, tiles, grow=not torch.cuda.is_current_stream_capturing())
+            if parts == 1 or ws is not None:
+                per = SK_BLOCK // 32
+                kernel((-(-tiles * parts // per),), (SK_BLOCK,), w.qweight, sp, zp, x2, bias, y,
+                       None if ws is None else ws[0], None if ws is None else ws[1], n, k, w.group_size, t, parts)
+                return y.view(*x.shape[:-1], n)
+        name = mma_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, width)
         kernel = _module(x.device, extra, BENCH_SOURCE)[name]
         smem = mma_smem(warps, w, extra)
         if smem > 48 * 1024:

@@ -58,3 +58,38 @@ def load_quantized(model, path: str, checkpoint, names: list[str], device: torch
 
         prepare(fused)  # the tensor-core GEMV's tiled packing, made once here (never inside a graph capture)
     return fused
+
+
+LM_HEAD_FORMATS = {"int8": 8, "int4": 4}
+
+
+def quantize_lm_head(model, fmt: str, group_size: int = 128, rows_per_pass: int = 16384) -> None:
+    """Opt-in (``LLM(quantize_lm_head="int8" | "int4")``): replace ``model.lm_head``'s dense weight by the
+    grouped-int one ``ninfer quantize`` would write for it (round to nearest, symmetric, group 128 or the largest
+    power of two that divides the input size, bf16 scales; fp16 scales on an fp16 model), quantised on its device
+    ``rows_per_pass`` rows at a time. A tied embedding stays dense for the lookup. Checkpoints keep lm_head dense
+    by convention (compressed-tensors' ``ignore``), and on a decode step it is a large read (2.54 of the 27B
+    W4A16 step's 15.46 GB); its effect on accuracy is in bench/RESULTS.md (SmolLM2, CPU)."""
+    from ..errors import NinferError
+    from .layout import group_for
+    from .quantize import quantize_groups
+
+    if fmt not in LM_HEAD_FORMATS:
+        raise NinferError(f"Unknown quantize_lm_head {fmt!r}; choose one of {', '.join(LM_HEAD_FORMATS)}.")
+    lin = model.lm_head
+    w = lin.weight
+    if not isinstance(w, torch.Tensor):
+        return  # the checkpoint's lm_head is quantised already
+    g = group_for(lin.in_features, group_size)
+    if g is None:
+        raise NinferError(f"lm_head's input size {lin.in_features} has no group size of 16 or more; "
+                          "leave quantize_lm_head off.")
+    scale_dtype = torch.float16 if w.dtype == torch.float16 else torch.bfloat16
+    parts = [quantize_groups(w[i:i + rows_per_pass], LM_HEAD_FORMATS[fmt], g, True, scale_dtype)
+             for i in range(0, w.shape[0], rows_per_pass)]
+    q = cat_rows(parts)
+    lin.weight = q.to(w.device)
+    if w.device.type == "cuda":
+        from .gpu import prepare
+
+        prepare(lin.weight)

@@ -542,6 +542,177 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
     }
 }
 
+
+// ---------------------------------------------------------------------------------------------------------
+// Split form of qmma (qmsk_*, the default for 9..16 tokens, see ninfer.quant.gpu.SPLIT_WIDTHS): the same
+// tiles, fragments, dequantisation and ring of loads in flight, but the unit of work is one warp, not a block:
+// tile i's chunks are cut into S contiguous parts, one warp each (warp gw = S i + part), blocks of any S warps
+// side by side, so the grid's warps fill every SM evenly (S is chosen so that S x tiles is about the warps the
+// GPU holds at once), whatever the number of tiles. With S > 1 the parts' float32 sums meet in a workspace: each
+// warp stores its slot, counts itself on the tile's counter, and the last to arrive adds the S slots in order
+// (deterministic), writes y and resets the counter for the next launch. Loads in flight per lane: QSK_U4 (int4) and
+// QSK_U8 (int8) chunks, QM_U unless given (bench/quant.py's variants; -DQSK_U8=2 measured faster for int8 at 8 and
+// 16 tokens on the H200, bench/RESULTS.md 2026-12-02 session 4, not yet through the GPU tests as a default).
+#ifndef QSK_U4
+#define QSK_U4 QM_U
+#endif
+#ifndef QSK_U8
+#define QSK_U8 QM_U
+#endif
+template <typename T, typename ST, int BITS, bool ZP, int NSET, bool MERGE>
+__device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
+                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
+                                     const T *__restrict__ bias, T *__restrict__ y, float *__restrict__ part,
+                                     unsigned *__restrict__ cnt, int N, int K, int G, int ntok, int S) {
+    constexpr int CHUNK = BITS == 4 ? 64 : 32;
+    constexpr int U = BITS == 4 ? QSK_U4 : QSK_U8;  // chunks in flight per lane
+    constexpr int HALVES = CHUNK / 32;
+    constexpr int SV = MERGE ? 1 : HALVES;
+    constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
+    const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int gw = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int tile = gw / S, sp = gw - tile * S;
+    if (tile * 16 >= N) return;  // the grid's last block may hold more warps than S x tiles (no barrier below)
+    const int nchunk = K / CHUNK, ng = K / G;
+    const int k0 = nchunk * sp / S, mine = nchunk * (sp + 1) / S - k0;  // this warp's chunks k0 .. k0 + mine - 1
+    const uint4 *wf = Wp + ((i64)tile * nchunk + k0) * 32 + lane;
+    const unsigned *St = Sp + (i64)tile * ng * 8 + g;
+    const unsigned short *Zt = ZP ? Zp + (i64)tile * ng * 8 + g : nullptr;
+    const float rg = 32.f / (float)G;
+    float kf = (float)(k0 * HALVES) + 0.5f;  // qm_group's kk + 0.5 of the next chunk to fetch
+    const uint4 *xf[NSET];
+#pragma unroll
+    for (int s = 0; s < NSET; s++)
+        xf[s] = reinterpret_cast<const uint4 *>(x + (i64)min(g + 8 * s, ntok - 1) * K + 8 * t) + k0 * (CHUNK / 8);
+    float acc[NSET][4];
+#pragma unroll
+    for (int s = 0; s < NSET; s++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[s][i] = 0.f;
+    uint4 wv[U];
+    unsigned sv[U][SV], zv[U][SV];
+    auto fetch = [&](int u, bool p) {
+        qm_load_w(wv[u], wf, p);
+#pragma unroll
+        for (int h = 0; h < SV; h++) {
+            const unsigned gi = (unsigned)qm_group(h ? kf + (float)h : kf, rg);
+            qm_load_s(sv[u][h], St + gi * 8u, p);
+            if (ZP) qm_load_z(zv[u][h], Zt + gi * 8u, p);
+        }
+        wf += 32;
+        kf += (float)HALVES;
+    };
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        wv[u] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int h = 0; h < SV; h++) sv[u][h] = 0, zv[u][h] = ZSYM;
+    }
+    uint4 xv[NSET][HALVES];
+    auto load_x = [&](bool p) {  // activations of the next chunk
+#pragma unroll
+        for (int s = 0; s < NSET; s++) {
+#pragma unroll
+            for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xf[s] + 4 * h, p);
+            xf[s] += CHUNK / 8;
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < NSET; s++)
+#pragma unroll
+        for (int h = 0; h < HALVES; h++) xv[s][h] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < U; u++) fetch(u, u < mine);
+    pdl_stream_enter();  // as in qmma: the first U chunks are in flight while the previous kernel finishes
+    load_x(mine > 0);
+    auto step = [&](int u, int i) {
+        const unsigned words[4] = {wv[u].x, wv[u].y, wv[u].z, wv[u].w};
+        float tmp[NSET][4];
+#pragma unroll
+        for (int s = 0; s < NSET; s++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) tmp[s][j] = 0.f;
+#pragma unroll
+        for (int h = 0; h < HALVES; h++) {
+            const int hs = MERGE ? 0 : h;
+            QmDeq<T, BITS> dq;
+            dq.init(ZP ? zv[u][hs] : ZSYM);
+#pragma unroll
+            for (int s2 = 0; s2 < 2; s2++) {
+                unsigned a[4];
+                dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
+#pragma unroll
+                for (int s = 0; s < NSET; s++) {
+                    const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
+                    qm_mma(tmp[s], a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+                }
+            }
+            if (h == HALVES - 1 || !MERGE) {
+                const float s0 = qm_scale(sv[u][hs] & 0xFFFFu, (const ST *)nullptr);
+                const float s1 = qm_scale_hi(sv[u][hs], (const ST *)nullptr);
+#pragma unroll
+                for (int s = 0; s < NSET; s++) {
+                    acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
+                    acc[s][1] = fmaf(s0, tmp[s][1], acc[s][1]);
+                    acc[s][2] = fmaf(s1, tmp[s][2], acc[s][2]);
+                    acc[s][3] = fmaf(s1, tmp[s][3], acc[s][3]);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) tmp[s][j] = 0.f;
+                }
+            }
+        }
+        fetch(u, i + U < mine);
+        load_x(i + 1 < mine);
+    };
+    int i0 = 0;
+    for (; i0 + U <= mine; i0 += U) {
+#pragma unroll
+        for (int u = 0; u < U; u++) step(u, i0 + u);
+    }
+#pragma unroll
+    for (int u = 0; u < U - 1; u++)
+        if (i0 + u < mine) step(u, i0 + u);
+    if (S > 1) {  // the tile's parts meet in the workspace: slot gw, lane-major
+        float *sl = part + (i64)gw * NSET * 128 + lane;
+#pragma unroll
+        for (int s = 0; s < NSET; s++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) __stcg(sl + (s * 4 + i) * 32, acc[s][i]);
+        __threadfence();
+        __syncwarp();
+        unsigned old = 0;
+        if (lane == 0) old = atomicAdd(cnt + tile, 1u);
+        old = __shfl_sync(0xFFFFFFFFu, old, 0);
+        if (old != (unsigned)(S - 1)) return;
+        __threadfence();  // the last part to arrive: add the S slots in order
+        const float *q = part + (i64)tile * S * NSET * 128 + lane;
+#pragma unroll
+        for (int s = 0; s < NSET; s++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[s][i] = __ldcg(q + (s * 4 + i) * 32);
+        for (int p = 1; p < S; p++)
+#pragma unroll
+            for (int s = 0; s < NSET; s++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[s][i] += __ldcg(q + (i64)p * NSET * 128 + (s * 4 + i) * 32);
+        if (lane == 0) cnt[tile] = 0u;  // ready for the next launch
+    }
+    // lane (g, t) holds rows g, g + 8 of the tile for tokens 2t, 2t + 1 (+ 8 in the second set)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int n = tile * 16 + g + 8 * r;
+        if (n >= N) continue;
+        const float b = bias ? to_f(bias[n]) : 0.f;
+#pragma unroll
+        for (int s = 0; s < NSET; s++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int tok = 8 * s + 2 * t + j;
+                if (tok < ntok) y[(i64)tok * N + n] = from_f<T>(acc[s][2 * r + j] + b);
+            }
+    }
+}
+
 }  // namespace ninfer
 
 #define QM_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                        \
@@ -554,7 +725,18 @@ __device__ __forceinline__ void qmma(const uint4 *__restrict__ Wp, const unsigne
             ninfer::qmma<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                     \
     }
 
-#define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16)
+#define QSK_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                       \
+    extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmsk_##S##_s##SS##_b##B##_##ZN##_t##NT(              \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, float *part, \
+        unsigned *cnt, int N, int K, int G, int ntok, int S) {                                              \
+        if (G % (B == 4 ? 64 : 32) == 0) /* uniform: the whole grid takes one variant */                     \
+            ninfer::qmsk<T, ST, B, Z, NSET, true>(Wp, Sp, Zp, x, b, y, part, cnt, N, K, G, ntok, S);         \
+        else                                                                                                \
+            ninfer::qmsk<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, part, cnt, N, K, G, ntok, S);        \
+    }
+
+#define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16) \
+    QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16)
 #define QM_ZP(S, T, SS, ST, B) QM_WIDTHS(S, T, SS, ST, B, false, sym) QM_WIDTHS(S, T, SS, ST, B, true, zp)
 #define QM_SCALES(S, T, B) QM_ZP(S, T, f16, __half, B) QM_ZP(S, T, bf16, __nv_bfloat16, B)
 
