@@ -116,17 +116,18 @@ def test_int8_weights_within_1_percent(table):
 
 @pytest.mark.xfail(strict=True, reason="not met: int4 g128 (g64 where the input is 576) re-quantisation of the Q4_1 "
                    "SmolLM2-135M costs +18.5% perplexity on this text with the best method for it (clip: "
-                   "activation-weighted scale search), +28.7% RTN; GPTQ, AWQ-style scaling and block-wise learned "
-                   "rounding (round: +39%, though closer in KL and +2.5..6.9% on held-out prose) do worse here; "
-                   "see bench/RESULTS.md")
+                   "activation-weighted scale search), +28.7% RTN; GPTQ, AWQ-style scaling do worse; block-wise "
+                   "learned rounding (--method round, ~10 min) +12.8% in one run but +46% in another of the same "
+                   "setting (+38% with the test's lean one), always closer in KL; see bench/RESULTS.md")
 def test_int4_g128_weights_within_5_percent(table):
     assert table["weights int4 g128 clip"] < 0.05
 
 
 def test_int4_g128_round_beats_clip_on_held_out_prose(table):
     # Alice tokens 4096-5120 (calibration: tokens 0-2048): measured round +6.9%, clip +15.3%, RTN-sym ~+25.6%;
-    # the CLI's longer run (50 steps, 16 windows) +2.5%. On the Declaration round is worse than clip (+39% vs
-    # +18.5%: the loss sits on the memorised preamble, tokens 64-256) though closer in KL (0.76 vs 0.86 nats).
+    # the CLI's longer run (50 steps, 16 windows) +2.5..3.4%. On the Declaration this lean setting is worse than
+    # clip (+38% vs +18.5%: the loss sits on the preamble, tokens 64-256) though closer in KL (0.76 vs 0.86 nats);
+    # the CLI's setting gave +12.8% in one run, +46% in another: that text's perplexity is a noisy judge.
     held_round, held_clip = table["held-out weights int4 g128 round"], table["held-out weights int4 g128 clip"]
     assert held_round < held_clip - 0.05, (held_round, held_clip)
     assert held_round < 0.10, held_round

@@ -179,7 +179,7 @@ def _windows(ids: list[int], window: int, n: int) -> torch.Tensor:
 def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int = 128,
                      scale_dtype: torch.dtype = torch.bfloat16, iters: int = 50, window: int = 256,
                      windows: int = 16, batch: int = 4, lr: float | None = None, relative: bool = True,
-                     init: str = "clip", progress: bool = True, log=None) -> list:
+                     init: str = "clip", seed: int = 0, progress: bool = True, log=None) -> list:
     """[(Linear, QuantWeight)] for every Linear of the decoder blocks of ``llm`` (reference backend, float32
     weights), symmetric ``bits`` with groups of ``group_size`` (smaller where the input size needs it).
 
@@ -190,7 +190,7 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
     ``relative``: each token's squared output error divided by its float output's squared norm (every reader
     of the residual stream normalises it first; the attention-sink token, hundreds of times larger in some
     blocks, would otherwise be all of the loss). ``init``: "clip" (activation-weighted scale search) or
-    "rtn" (nothing clipped).
+    "rtn" (nothing clipped). ``seed``: of the windows drawn for each step.
     """
     X = _windows(calibration, window, windows)  # [B, T]
     if X.shape[1] > llm.runner.cos_sin.shape[0]:
@@ -200,7 +200,7 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
         x_fp = llm.model.embed_tokens.float().cpu()[X]  # [B, T, H]
     x_q = x_fp.clone()
     out, t0 = [], time.time()
-    gen = torch.Generator().manual_seed(0)  # the windows of each step: reproducible
+    gen = torch.Generator().manual_seed(seed)  # the windows of each step: reproducible
     nblocks = len(llm.model.layers)
     for i in range(nblocks):
         blk = _Block(llm, i)

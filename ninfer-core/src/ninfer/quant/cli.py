@@ -14,10 +14,10 @@ KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
 @click.option("--group-size", type=click.Choice(["32", "64", "128"]), default="128", show_default=True)
 @click.option("--method", type=click.Choice(["rtn", "clip", "round", "gptq"]), default="rtn", show_default=True,
               help="rtn: round to nearest, nothing clipped; clip: round to nearest with each group's scale searched "
-                   "for the least activation-weighted error (needs --calibration; the most accurate at int4 on "
-                   "SmolLM2, bench/RESULTS.md); round: clip, then each decoder block's rounding and group scales "
-                   "tuned by signed gradient descent to match the float block's output on the calibration text "
-                   "(AutoRound-style; needs --calibration; minutes on a CPU for a 135M model); "
+                   "for the least activation-weighted error (needs --calibration; seconds); round: clip, then each "
+                   "decoder block's rounding and group scales tuned by signed gradient descent to match the float "
+                   "block's output on the calibration text (AutoRound-style; needs --calibration; ~10 min on one "
+                   "CPU core for a 135M model; the closest to the float model at int4 on SmolLM2, bench/RESULTS.md); "
                    "gptq: error-compensating, needs --calibration.")
 @click.option("--iters", type=int, default=50, show_default=True, help="--method round: steps per decoder block.")
 @click.option("--asymmetric", is_flag=True, help="Integer zero points per group (default: symmetric).")

@@ -9,7 +9,9 @@ lands on a code exactly (:func:`group_params`), not by the min-max observer's ``
 group's largest weight, when positive, by half a step (7.5 rounds to code 8, clamped to 7).
 On SmolLM2-135M that clipping alone was most of the int4 loss (bench/RESULTS.md). ``--method clip`` clips
 deliberately instead: each group's scale searched for the least rounding error weighted by its input channels'
-activation energy on calibration text (:func:`search_group_params`), the most accurate int4 method measured there.
+activation energy on calibration text (:func:`search_group_params`). ``--method round`` starts there and tunes
+each decoder block's rounding and group scales against the float block's output (:mod:`.blockwise`): the int4
+closest to the float model measured there, same checkpoint format.
 """
 
 from __future__ import annotations
