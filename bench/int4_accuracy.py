@@ -8,6 +8,9 @@ the mean per-token KL(fp32 || quantised) of the next-token distributions (a clos
 cannot improve, unlike perplexity on a text the model is over-confident on). Calibration (methods that use
 activations): tests/data/alice_in_wonderland_ch1-2.txt, never the evaluation text. Statistics are cached
 under $NINFER_BENCH_CACHE (default /tmp/ninfer_int4_cache). CPU, float32, the reference backend.
+``round`` (block-wise learned rounding) takes its options from ROUND_KW, e.g.
+ROUND_KW='{"iters": 10, "windows": 8, "batch": 2, "lr": 0.02}'; SAVE=PREFIX writes each method's weights
+to PREFIX.METHOD.pt.
 """
 
 from __future__ import annotations
@@ -75,6 +78,9 @@ def main(argv: list[str]) -> None:
         t0 = time.time()
         new = M.BENCH_METHODS[name](llm, calib, stats)
         dt = time.time() - t0
+        if os.environ.get("SAVE"):  # the quantised weights by parameter path, for later analysis
+            paths = {id(lin): path for path, lin in M.decoder_linears(llm)}
+            torch.save({paths[id(obj)]: q for obj, q in new if id(obj) in paths}, os.environ["SAVE"] + f".{name}.pt")
         ppl, kl = measure(new)
         print(f"{name:44s} {ppl:9.4f} {100 * (ppl / math.exp(base_nll) - 1):+8.2f}% {kl:8.4f} {dt:7.1f}", flush=True)
 

@@ -14,13 +14,16 @@ import os
 import pytest
 import torch
 
-from ninfer.quant.evaluate import clip_weights, kv_format, lm_head_quantized, rtn_weights
+from ninfer.quant.evaluate import clip_weights, kv_format, lm_head_quantized, round_weights, rtn_weights
 from ninfer.quant.perplexity import negative_log_likelihoods
 
 TEXT = os.path.join(os.path.dirname(__file__), "data", "declaration_of_independence.txt")
 CALIBRATION = os.path.join(os.path.dirname(__file__), "data", "alice_in_wonderland_ch1-2.txt")  # never the TEXT
 TOKENS = 1024
 CALIBRATION_TOKENS = 2048
+HELD_OUT = slice(4096, 4096 + TOKENS)  # Alice tokens no calibration here sees: held-out prose of the calibration's kind
+ROUND = {"iters": 10, "windows": 8, "window": 256, "batch": 2, "lr": 0.02}  # lean --method round (CLI: 50 steps,
+# 16 windows of 256 tokens, 4 per step): ~90 s here against ~10 min, nearly the same KL (bench/RESULTS.md)
 BASE = "baseline (fp32 weights, fp32 KV)"
 
 
@@ -39,8 +42,8 @@ def ids(llm):
 
 @pytest.fixture(scope="module")
 def table(llm, ids):
-    def ppl():
-        return math.exp(float(negative_log_likelihoods(llm, ids).mean()))
+    def ppl(tokens=ids):
+        return math.exp(float(negative_log_likelihoods(llm, tokens).mean()))
 
     rows = {BASE: ppl()}
     for fmt, label in (("int8", "KV int8 (group 64)"), ("int4", "KV int4, Hadamard-rotated"),
@@ -56,15 +59,24 @@ def table(llm, ids):
         with lm_head_quantized(llm, fmt):
             rows[f"lm_head {fmt} (g64) RTN"] = ppl()
     with open(CALIBRATION, encoding="utf-8") as f:
-        calibration = llm.tokenizer.encode(f.read())[:CALIBRATION_TOKENS]
+        alice = llm.tokenizer.encode(f.read())
+    calibration, held_out = alice[:CALIBRATION_TOKENS], alice[HELD_OUT]
+    held = {BASE: ppl(held_out)}
     with clip_weights(llm, calibration, 4, 128):  # asymmetric clip: +23.9%, no gain here (bench/RESULTS.md)
-        rows["weights int4 g128 clip"] = ppl()
+        rows["weights int4 g128 clip"], held["weights int4 g128 clip"] = ppl(), ppl(held_out)
+    with round_weights(llm, calibration, 4, 128, progress=False, **ROUND):
+        rows["weights int4 g128 round"], held["weights int4 g128 round"] = ppl(), ppl(held_out)
     print(f"\nSmolLM2-135M-Instruct (Q4_1 GGUF -> fp32), {len(ids)} tokens of the Declaration of Independence "
-          f"(clip: calibrated on {len(calibration)} tokens of Alice in Wonderland)")
+          f"(clip, round: calibrated on {len(calibration)} tokens of Alice in Wonderland; round: {ROUND})")
     print(f"{'variant':34s} {'perplexity':>10s} {'vs baseline':>12s}")
     for name, value in rows.items():
         print(f"{name:34s} {value:10.4f} {100 * (value / rows[BASE] - 1):+11.2f}%")
-    return {k: v / rows[BASE] - 1 for k, v in rows.items()}
+    print(f"held-out Alice in Wonderland, tokens {HELD_OUT.start}-{HELD_OUT.stop}:")
+    for name, value in held.items():
+        print(f"{name:34s} {value:10.4f} {100 * (value / held[BASE] - 1):+11.2f}%")
+    out = {k: v / rows[BASE] - 1 for k, v in rows.items()}
+    out.update({f"held-out {k}": v / held[BASE] - 1 for k, v in held.items()})
+    return out
 
 
 def test_perplexity_matches_transformers(llm):
@@ -106,10 +118,22 @@ def test_int8_weights_within_1_percent(table):
 
 
 @pytest.mark.xfail(strict=True, reason="not met: int4 g128 (g64 where the input is 576) re-quantisation of the Q4_1 "
-                   "SmolLM2-135M costs +18.5% perplexity with the best method measured (clip: activation-weighted "
-                   "scale search), +28.7% RTN; GPTQ, AWQ-style scaling do worse here; see bench/RESULTS.md")
+                   "SmolLM2-135M costs +18.5% perplexity on this text with the best method for it (clip: "
+                   "activation-weighted scale search), +28.7% RTN; GPTQ, AWQ-style scaling do worse; block-wise "
+                   "learned rounding (--method round, ~10 min) +12.8% in one run but +46% in another of the same "
+                   "setting (+38% with the test's lean one), always closer in KL; see bench/RESULTS.md")
 def test_int4_g128_weights_within_5_percent(table):
     assert table["weights int4 g128 clip"] < 0.05
+
+
+def test_int4_g128_round_beats_clip_on_held_out_prose(table):
+    # Alice tokens 4096-5120 (calibration: tokens 0-2048): measured round +6.9%, clip +15.3%, RTN-sym ~+25.6%;
+    # the CLI's longer run (50 steps, 16 windows) +2.5..3.4%. On the Declaration this lean setting is worse than
+    # clip (+38% vs +18.5%: the loss sits on the preamble, tokens 64-256) though closer in KL (0.76 vs 0.86 nats);
+    # the CLI's setting gave +12.8% in one run, +46% in another: that text's perplexity is a noisy judge.
+    held_round, held_clip = table["held-out weights int4 g128 round"], table["held-out weights int4 g128 clip"]
+    assert held_round < held_clip - 0.05, (held_round, held_clip)
+    assert held_round < 0.10, held_round
 
 
 def test_int4_g128_clip_search_beats_rtn(table):

@@ -218,6 +218,47 @@ def test_quantize_clip_method_reads_in_compressed_tensors(tmp_path):
     assert ((dequantize(q) - w).abs() > 0.51 * q.scales.float().repeat_interleave(128, 1)).any()
 
 
+def test_quantize_round_method_reads_in_compressed_tensors(tmp_path):
+    """``ninfer quantize --method round`` on SmolLM2 (one step per block, two calibration windows, to keep it
+    short): a plain compressed-tensors checkpoint that compressed-tensors decompresses to what ninfer reads, every
+    fused part (q|k|v, gate|up) split back; each code the floor or ceiling of w / s (learned rounding moves a
+    weight by at most one step), and some of them not the nearest."""
+    import os
+
+    from compressed_tensors.quantization import QuantizationConfig
+
+    from ninfer.cli import _add_plugin_commands, cli
+    from ninfer.llm import default_model_path
+    from ninfer.quant.layout import codes_of
+    from ninfer.weights import open_checkpoint
+
+    alice = os.path.join(os.path.dirname(__file__), "data", "alice_in_wonderland_ch1-2.txt")
+    calib = tmp_path / "calib.txt"
+    with open(alice, encoding="utf-8") as f:
+        calib.write_text(f.read()[:3000])  # ~700 tokens: two windows of 256
+    dst = tmp_path / "smollm2-round"
+    _add_plugin_commands()
+    res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(dst), "--method", "round", "--iters", "1",
+                                   "--calibration", str(calib)])
+    assert res.exit_code == 0, res.output
+    assert "(round)" in res.output and "block 30/30" in res.output
+    ck = CompressedTensorsDir.open(str(dst))
+    qcfg = QuantizationConfig.model_validate(json.loads((dst / "config.json").read_text())["quantization_config"])
+    src = open_checkpoint(default_model_path())
+    moved = 0
+    for module in ("model.layers.3.self_attn.k_proj", "model.layers.3.mlp.up_proj", "model.layers.7.mlp.down_proj"):
+        q = ck.quant_weight(f"{module}.weight")
+        assert torch.equal(dequantize(q, torch.bfloat16), _ct_reference(ck, module, qcfg))
+        w = src.get(f"{module}.weight").float()
+        assert q.shape == tuple(w.shape)
+        x = w / q.scales.float().repeat_interleave(q.group_size, 1)  # w / s in code units
+        c = codes_of(q)[:, : q.in_features].float() - 8
+        inside = (x >= -8) & (x <= 7)
+        assert ((c - x).abs()[inside] <= 1 + 1e-4).all()
+        moved += int((c != torch.round(x).clamp(-8, 7)).sum())
+    assert moved > 0
+
+
 def test_gptq_beats_rtn_on_correlated_inputs():
     torch.manual_seed(0)
     k, n = 256, 64

@@ -94,6 +94,18 @@ def clip_weights(llm, calibration_ids: list[int], bits: int, group_size: int, sy
 
 
 @contextlib.contextmanager
+def round_weights(llm, calibration_ids: list[int], bits: int, group_size: int,
+                  scale_dtype: torch.dtype = torch.bfloat16, **options):
+    """Like :func:`rtn_weights` with ``ninfer quantize --method round``: block-wise learned rounding and group
+    scales (:func:`.blockwise.learned_rounding`, ``options`` passed on) on ``calibration_ids``."""
+    from .blockwise import learned_rounding
+
+    new = learned_rounding(llm, calibration_ids, bits, group_size, scale_dtype, **options)
+    with _swapped(llm, [(lin, q.to(lin.weight.device)) for lin, q in new]):
+        yield llm
+
+
+@contextlib.contextmanager
 def _swapped(llm, new: list):
     """Run ``llm`` with each (Linear, weight) of ``new`` in place of its weight; restored after."""
     saved = [(lin, lin.weight) for lin, _ in new]

@@ -106,6 +106,13 @@ def _bench():
         m[f"awq+gptq {t}"] = lambda llm, c, s, sym=sym: awq(llm, h(llm, c, s), symmetric=sym, solver="gptq")
         m[f"awq+gptq act+clip {t}"] = lambda llm, c, s, sym=sym: awq(
             llm, h(llm, c, s), symmetric=sym, solver="gptq", clip_search=True, act_order=True, static_groups=True)
+    def learned(llm, c, s, **kw):
+        import ast
+
+        from .blockwise import learned_rounding
+        kw.update(ast.literal_eval(os.environ.get("ROUND_KW", "{}")))
+        return learned_rounding(llm, c, **kw)
+    m["round"] = learned  # block-wise learned rounding + clipping (ROUND_KW: a dict of learned_rounding options)
     return m
 
 

@@ -9,7 +9,9 @@ lands on a code exactly (:func:`group_params`), not by the min-max observer's ``
 group's largest weight, when positive, by half a step (7.5 rounds to code 8, clamped to 7).
 On SmolLM2-135M that clipping alone was most of the int4 loss (bench/RESULTS.md). ``--method clip`` clips
 deliberately instead: each group's scale searched for the least rounding error weighted by its input channels'
-activation energy on calibration text (:func:`search_group_params`), the most accurate int4 method measured there.
+activation energy on calibration text (:func:`search_group_params`). ``--method round`` starts there and tunes
+each decoder block's rounding and group scales against the float block's output (:mod:`.blockwise`): the int4
+closest to the float model measured there, same checkpoint format.
 """
 
 from __future__ import annotations
@@ -201,22 +203,30 @@ class _ShardWriter:
 
 def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128, method: str = "rtn",
                         symmetric: bool = True, dtype: torch.dtype = torch.bfloat16, calibration=None,
-                        progress: bool = True) -> dict:
+                        progress: bool = True, round_options: dict | None = None) -> dict:
     """Write ``dst``; returns the ``quantization_config`` written. ``calibration``: text or token ids for
     GPTQ and for ``clip`` (round to nearest with each group's scale and zero point chosen to minimise its
-    rounding error weighted by the mean square of each input channel's activation, :func:`search_group_params`)."""
+    rounding error weighted by the mean square of each input channel's activation, :func:`search_group_params`)
+    and for ``round`` (block-wise learned rounding and clipping, :func:`.blockwise.learned_rounding`, with
+    ``round_options``)."""
     if bits not in (4, 8):
         raise NinferError(f"--bits must be 4 or 8, got {bits}.")
     if group_size not in (32, 64, 128):
         raise NinferError(f"--group-size must be 32, 64 or 128, got {group_size}.")
-    if method not in ("rtn", "gptq", "clip"):
-        raise NinferError(f"--method must be rtn, gptq or clip, got {method!r}.")
+    if method not in ("rtn", "gptq", "clip", "round"):
+        raise NinferError(f"--method must be rtn, gptq, clip or round, got {method!r}.")
+    if method == "round" and not symmetric:
+        raise NinferError("--method round writes symmetric weights; drop --asymmetric.")
     if os.path.exists(dst) and os.listdir(dst):
         raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
     ckpt = open_checkpoint(src)
     os.makedirs(dst, exist_ok=True)
-    hessians = importance = None
-    if method in ("gptq", "clip"):
+    hessians = importance = learned = None
+    if method == "round":
+        from .blockwise import checkpoint_weights
+
+        learned = checkpoint_weights(src, calibration, bits, group_size, dtype, progress, **(round_options or {}))
+    elif method in ("gptq", "clip"):
         from .gptq_solve import collect_hessians
 
         stats = collect_hessians(src, calibration, progress, diag_only=method == "clip")
@@ -232,7 +242,9 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
         g = group_for(shape[1], group_size) if _is_target(name, shape) else None
         if g is not None:
             module = name[: -len(".weight")]
-            if hessians is not None:
+            if learned is not None:
+                q = learned[name]
+            elif hessians is not None:
                 from .gptq_solve import gptq_quantize
 
                 q = gptq_quantize(w, hessians[name], bits, g, symmetric, dtype)
