@@ -1,5 +1,5 @@
 # The integrator's final device call of session 4 (bench/RESULTS.md): run from the repo root on the H200 with the
-# kernels precompiled here into the ignored .kc_s6 (bash /work/notes-style precompile: every backend + quant for sm_90).
+# kernels precompiled here by `bash bench/precompile_sm90.sh .kc_s6` (carried in the ignored .kc_s6).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s6/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

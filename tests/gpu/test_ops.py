@@ -29,7 +29,7 @@ def randn(*shape, dtype, scale=1.0):
 @pytest.mark.parametrize("T", [1, 2, 3, 8, 9, 16, 64])
 @pytest.mark.parametrize("K,N,bias", [(4096, 6144, False), (4096, 24576, False), (12288, 4096, False),
                                       (5120, 1024, True), (17408, 5120, False), (4096, 151936, False),
-                                      (6144, 5120, False),  # split-K 2 at one token (kernels/ops.py:split_k)
+                                      (6144, 5120, False),  # split-K 2 at one token (kernels/gemv.py:split_k)
                                       (5120, 96, False),  # a Gated DeltaNet in_proj_ba: 6 row tiles
                                       (4104, 1000, True)])  # K % 32 != 0, N % 16 != 0: partial chunk and tile
 @pytest.mark.parametrize("mode", ["auto", "mma", "simt"])  # kernels/gemv.py: default, tensor cores, CUDA cores

@@ -122,8 +122,6 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
     def gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim):
         """One token: the projection GEMV with the conv update and the gates in its epilogue (gemv.cuh:
         GdnInEpilogue), the split of K chosen as ``linear`` chooses it, so the projection's bits are the same."""
-        from .ops import split_k
-
         s = suffix(x, "gdn_in_proj")
         K, N = x.shape[-1], weight.shape[0]
         H = (N - conv_dim - z_dim) // 2
@@ -143,7 +141,7 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)  # [1, C + Z]: conv out | z
         g = torch.empty(1, H, dtype=f32, device=x.device)  # [1, H]
         beta = torch.empty(1, H, dtype=x.dtype, device=x.device)  # [1, H]
-        sk = split_k(N, K) if warps % 4 == 0 else 1
+        sk = _gemv.split_k(N, K) if warps % 4 == 0 else 1
         rows = warps // sk
         name = f"gemv_gdn_in_{s}_t1" + (f"_k{sk}" if sk > 1 else "")
         lib.module(x.device)[name](((N + rows - 1) // rows,), (warps * 32,), weight, x1, y, N, K, conv_weight,

@@ -120,3 +120,18 @@ class MmaGemv:
             mod[f"{self.prefix}{'silu_' if silu else ''}reduce_{s}"](((out_rows * T + 255) // 256,), (256,), part, bias,
                                                                 y, N, T, ksg)
         return y
+
+
+def split_k(N: int, K: int) -> int:
+    """Warps per row of the one-token CUDA-core GEMV (``linear``; ``gdn_in_proj``'s GEMV splits alike, so its
+    projection has the same bits): short matrices split K so that enough loads are in flight.
+    ``NINFER_GEMV_SPLITK=0`` turns it off, ``=2`` / ``=4`` forces that split (A/B measurements).
+    The rule is the fastest split per shape measured on the H200 (bench/fused_ops.py, bench/RESULTS.md)."""
+    forced = os.environ.get("NINFER_GEMV_SPLITK", "1")
+    if forced in ("0", "2", "4"):
+        return max(1, int(forced))
+    if N > 16384 + 256:  # gate_up, lm_head: enough rows to stream unsplit (not measured split); 16384 + 2 x 48:
+        return 1          # the 27B's Gated DeltaNet in_proj with its b|a rows (gdn_in_proj), measured as 16384
+    if K <= 5120 or N <= 4096:  # 1024..16384 x 4096/5120 and 4096 x 14336: 4 fastest
+        return 4
+    return 2 if K <= 8192 else 1  # 5120 x 6144: 2; 5120 x 17408: 1

@@ -7,8 +7,6 @@ the host on the decode/verify path, so CUDA graphs capture it.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
@@ -19,6 +17,7 @@ from .attention import make_paged_attention
 from .fused import make_fused_ops
 from .gdn import make_gdn_ops
 from .gdn_gates import make_gdn_gates
+from .gemv import split_k
 from .library import DTYPE_SUFFIX, GEMV_WIDTHS, KernelLibrary
 
 GEMV_MAX_TOKENS = GEMV_WIDTHS[-1]  # above this, cuBLAS (prefill)
@@ -33,20 +32,6 @@ def _aligned(*ts: torch.Tensor) -> bool:
 
 def _width(ntok: int) -> int:
     return next(w for w in GEMV_WIDTHS if w >= ntok)
-
-
-def split_k(N: int, K: int) -> int:
-    """Warps per row of the decode GEMV: short matrices split K so that enough loads are in flight.
-    ``NINFER_GEMV_SPLITK=0`` turns it off, ``=2`` / ``=4`` forces that split (A/B measurements).
-    The rule is the fastest split per shape measured on the H200 (bench/fused_ops.py, bench/RESULTS.md)."""
-    forced = os.environ.get("NINFER_GEMV_SPLITK", "1")
-    if forced in ("0", "2", "4"):
-        return max(1, int(forced))
-    if N > 16384 + 256:  # gate_up, lm_head: enough rows to stream unsplit (not measured split); 16384 + 2 x 48:
-        return 1          # the 27B's Gated DeltaNet in_proj with its b|a rows (gdn_in_proj), measured as 16384
-    if K <= 5120 or N <= 4096:  # 1024..16384 x 4096/5120 and 4096 x 14336: 4 fastest
-        return 4
-    return 2 if K <= 8192 else 1  # 5120 x 6144: 2; 5120 x 17408: 1
 
 
 def make_ops(lib: KernelLibrary) -> dict:
