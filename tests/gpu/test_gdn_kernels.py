@@ -410,12 +410,14 @@ def test_gdn_recurrent_gated_verify_is_decode_bitwise(backend, kernels_only):
             assert torch.equal(s, states[t]), f"{dtype}: the state after token {t} differs"
 
 
-@pytest.mark.parametrize("hidden", [5120, 6144, 8704])  # split K 4, 2 and none (ninfer.kernels.gemv.split_k)
-def test_gdn_in_proj(backend, kernels_only, launched, hidden):
+@pytest.mark.parametrize("hidden,splitk", [(5120, "1"), (6144, "1"), (8704, "1"),  # split K 4, 2, 4 by the rule
+                                           (5120, "0")])  # unsplit (NINFER_GEMV_SPLITK=0; ninfer.kernels.gemv.split_k)
+def test_gdn_in_proj(backend, kernels_only, launched, hidden, splitk, monkeypatch):
     """The decode projection GEMV with the conv update and the gates in its epilogue: bit for bit what the
     unfused kernels give (the same GEMV, conv and gate kernels, launch for launch), and the reference's result."""
     from ninfer.kernels.gemv import split_k
 
+    monkeypatch.setenv("NINFER_GEMV_SPLITK", splitk)
     ops = gdn_ops(backend)
     N = C + VW + 2 * H
     for dtype in backend_dtypes(backend):

@@ -134,4 +134,6 @@ def split_k(N: int, K: int) -> int:
         return 1          # the 27B's Gated DeltaNet in_proj with its b|a rows (gdn_in_proj), measured as 16384
     if K <= 5120 or N <= 4096:  # 1024..16384 x 4096/5120 and 4096 x 14336: 4 fastest
         return 4
-    return 2 if K <= 8192 else 1  # 5120 x 6144: 2; 5120 x 17408: 1
+    # 5120 x 6144: 2 (0.834 of copy bw against 0.782 split 4); 5120 x 17408: 4 (0.882 against 0.847 unsplit,
+    # bench/gemv_split.py, bench/RESULTS.md 2026-12-03; an earlier sweep had found 1 best there)
+    return 2 if K <= 8192 else 4
