@@ -30,7 +30,7 @@ echo "== micro"; timeout 80 python bench/attn_decode.py --ctx 512,4096 --tokens 
 echo "== decode"; timeout 110 python bench/decode.py --shapes llama3-8b,qwen3.5-27b --ctx 512,4096 --new 256 \
     --capacity 32768 --prefill-repeats 1 --opts "/$OLD" --json $OUT/decode.json 2>&1 \
     | grep -E "RESULT|FAILED|Error|copy bandwidth" | sed 's/ gemv=auto pdl=1     norm=1 fused=1//; s/ prefill .*//' | tee $OUT/decode.txt
-echo "== conformance"; timeout 80 python -m pytest -q -p no:cacheprovider tests/gpu/test_attention.py \
+echo "== conformance"; timeout 70 python -m pytest -q -p no:cacheprovider tests/gpu/test_attention.py \
     tests/gpu/test_fused.py tests/gpu/test_kv_quant_kernels.py::test_paged_attention > $OUT/gpu.txt 2>&1; echo rc $?; grep -E "passed|failed|FAILED|Error" $OUT/gpu.txt | tail -12
-echo "== profile"; for o in "" "$OLD"; do NINFER_PDL=0 timeout 30 python bench/decode_profile.py --shape llama3-8b \
+echo "== profile"; for o in "" "$OLD"; do NINFER_PDL=0 timeout 25 python bench/decode_profile.py --shape llama3-8b \
     --layers 8 --capacity 32768 --opts="$o" 2>&1 | grep -E "layers, ctx|attention|kernel " ; done | tee $OUT/profile.txt
