@@ -2,8 +2,7 @@
 # the worktree root on the H200, kernels precompiled here (nothing compiles on the device):
 #     bash bench/precompile_sm90.sh .kc     # every backend, the default options
 #     for o in "${ATTN5_VARIANTS[@]}"; do ...  # the sm90 variants below (see the loop at the end, run with PRECOMPILE=1)
-ATTN5_VARIANTS=("-DNINFER_ATTN_TWO_PASS -DNINFER_ATTN_COMBINE_LATE" "-DNINFER_ATTN_UNR=2"
-                "-DNINFER_ATTN_COMBINE_LATE" "-DNINFER_ATTN_PASS_ROWS=8 -DNINFER_ATTN_UNR=2")
+ATTN5_VARIANTS=("-DNINFER_ATTN_TWO_PASS -DNINFER_ATTN_COMBINE_LATE")
 if [ -n "$PRECOMPILE" ]; then  # here: the sm90 library once per variant, into .kc (NVRTC 13.0 as the device's)
     NV=${NVRTC13:-/tmp/nv13}/nvidia/cu13/lib
     export PYTHONPATH=$PWD/ninfer-core/src:$(ls -d $PWD/backends/*/src | tr '\n' ':')
@@ -24,8 +23,8 @@ source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 OLD="-DNINFER_ATTN_TWO_PASS -DNINFER_ATTN_COMBINE_LATE"
-echo "== micro"; timeout 80 python bench/attn_decode.py --ctx 512,4096 --tokens 1,4 --capacity 32768 \
-    --variants "old:$OLD;new:;u2:-DNINFER_ATTN_UNR=2;late:-DNINFER_ATTN_COMBINE_LATE;pr8:-DNINFER_ATTN_PASS_ROWS=8 -DNINFER_ATTN_UNR=2;new16::16;new64::64" \
+echo "== micro"; timeout 90 python bench/attn_decode.py --ctx 512,4096,16384 --tokens 1,4 --capacity 32768 \
+    --variants "old:$OLD:32:0:8;new:;new_s0::32:0;new_r4::32:64:4;new_m64::64:0" \
     --json $OUT/micro.json 2>&1 | grep -v "^ninfer: compiling" | tee $OUT/micro.txt
 echo "== decode"; timeout 110 python bench/decode.py --shapes llama3-8b,qwen3.5-27b --ctx 512,4096 --new 256 \
     --capacity 32768 --prefill-repeats 1 --opts "/$OLD" --json $OUT/decode.json 2>&1 \

@@ -9,8 +9,10 @@ cache), so no call finds the previous one's K/V in L2. PDL as the model launches
     python bench/attn_decode.py --variants 'old:-DNINFER_ATTN_TWO_PASS -DNINFER_ATTN_COMBINE_LATE;new:' \\
         [--ctx 512,4096] [--tokens 1,4] [--capacity 32768] [--json out.json]
 
-A variant is name:options[:min_split] (extra compile options of the backend's kernels, and MIN_SPLIT, the fewest
-keys per split, of ninfer.kernels.attention; default 32). Every variant's library must be compiled (cached).
+A variant is name:options[:min_split[:max_splits[:block_rows]]]: extra compile options of the backend's kernels, and
+ninfer.kernels.attention's MIN_SPLIT (the fewest keys per split, default 32), ONE_PASS_MAX_SPLITS (the most splits of
+a launch whose blocks all run the one-pass form, default 64, 0: no limit) and BLOCK_ROWS (query rows per block,
+default 8). Every variant's library must be compiled (cached).
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ BS = 64
 REGION_BYTES = 256 << 20
 
 
-def parse_variants(spec: str) -> list[tuple[str, tuple[str, ...], int]]:
+def parse_variants(spec: str) -> list[tuple[str, tuple[str, ...], tuple[int, int, int]]]:
     out = []
     for v in spec.split(";"):
-        parts = v.split(":")
-        name, opts = parts[0].strip(), tuple(parts[1].split()) if len(parts) > 1 else ()
-        out.append((name, opts, int(parts[2]) if len(parts) > 2 and parts[2].strip() else 32))
+        parts = v.split(":") + [""] * 4
+        knobs = tuple(int(p) if p.strip() else d for p, d in zip(parts[2:5], (32, 64, 8)))
+        out.append((parts[0].strip(), tuple(parts[1].split()), knobs))
     return out
 
 
@@ -61,11 +63,11 @@ def main():
     base = lib.options
     variants = parse_variants(a.variants)
 
-    def use(opts, min_split):
+    def use(opts, knobs):
         if lib.options != base + opts:
             lib.options = base + opts
             lib._modules.clear()
-        attention.MIN_SPLIT = min_split
+        attention.MIN_SPLIT, attention.ONE_PASS_MAX_SPLITS, attention.BLOCK_ROWS = knobs
 
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s  backend {a.backend}  "
@@ -95,8 +97,8 @@ def main():
                 times = {n: [] for n, _, _ in variants}
                 errs = {}
                 for _ in range(a.reps):
-                    for name, opts, ms in variants:
-                        use(opts, ms)
+                    for name, opts, knobs in variants:
+                        use(opts, knobs)
                         out = ops.paged_attention(q, kc, vc, tables[0], positions, D ** -0.5)
                         errs[name] = float((out.float() - want).norm() / want.norm())
                         fn = lambda i: ops.paged_attention(q, kc, vc, tables[i % regions], positions,  # noqa: E731
@@ -112,7 +114,7 @@ def main():
                 print(f"| {shape} | {L} | {T} | {nbytes / 1e6:.1f} | " + " | ".join(cells) + " |", flush=True)
             del kc, vc, tables
             torch.cuda.empty_cache()
-    use((), 32)
+    use((), (32, 64, 8))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "copy_bw": bw, "variants": a.variants, "rows": rows}, f,

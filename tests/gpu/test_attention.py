@@ -37,10 +37,15 @@ def test_paged_attention(backend, Hq, Hk, D, T, L, bs):
 
 @pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (24, 4, 256), (16, 16, 64)])
 @pytest.mark.parametrize("T,L", [(1, 1), (1, 33), (1, 513), (1, 4100), (4, 4100), (16, 700), (1, 20000), (3, 20000)])
-def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L):
+@pytest.mark.parametrize("block_rows", [8, 4])
+def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L, block_rows, monkeypatch):
     """A block table of 32K tokens (a GPU server's default max context): the kernels shrink the capacity's splits
-    to the context (one split of 33 keys up to 256-key splits at 20000), in one or several rounds of loads per
-    block, and a block's rows beyond one pass (27B: 6 q heads per kv head; verify) take further passes."""
+    to the context (a split of 33 keys up to 256-key splits at 20000), in one or several rounds of loads per block;
+    blocks of up to 4 query rows run the one-pass form (with at most ONE_PASS_MAX_SPLITS splits), larger ones the
+    two-pass form; the launcher's rows per block (BLOCK_ROWS) 8 and 4."""
+    from ninfer.kernels import attention
+
+    monkeypatch.setattr(attention, "BLOCK_ROWS", block_rows)
     bs = 64
     for dtype in backend_dtypes(backend):
         ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))

@@ -16,12 +16,16 @@ __device__ __forceinline__ i64 out_index(int row, int grp, int Hq, int kvh) {
 // Keys per split of one launch. The launcher sizes the grid for the block table's capacity, S splits of C keys
 // (powers of two). At a shorter context, last position `last`, the splits shrink, down to cmin, while S of them
 // still cover keys 0..last: a 512-token context in a 32K-token table runs 17 splits of 32 keys, not 2 of 256,
-// and one graph still serves every length. The split and combine kernels compute it alike.
-__device__ __forceinline__ int launch_split(int C, int cmin, int S, i64 last) {
+// and one graph still serves every length. `rule` is cmin, plus smax << 16 where a launch spreads a context over
+// at most smax splits while it can (longer splits, fewer blocks: 64 splits of 64 keys at 4K rather than 128 of
+// 32). The split and combine kernels compute it alike.
+__device__ __forceinline__ int launch_split(int C, int rule, int S, i64 last) {
 #ifdef NINFER_ATTN_FIXED_SPLIT  // measurements only: the capacity's splits at any context (the kernels before)
     return C;
 #endif
-    int c = min(cmin, C);
+    const int smax = rule >> 16;
+    if (smax > 0 && smax < S) S = smax;
+    int c = min(rule & 0xffff, C);
     while (c < C && (i64)c * S < last + 1) c <<= 1;
     return c;
 }
@@ -158,11 +162,9 @@ __device__ __forceinline__ void split_partials_two_pass(const T *__restrict__ q,
 }
 
 #ifndef NINFER_ATTN_UNR
-#define NINFER_ATTN_UNR 4  // keys per lane whose K and V rows one round requests together
+#define NINFER_ATTN_UNR 2  // keys per lane whose K and V rows one round requests (two rounds in flight)
 #endif
-#ifndef NINFER_ATTN_PASS_ROWS
-#define NINFER_ATTN_PASS_ROWS 4  // query rows one pass of the one-pass form holds (registers)
-#endif
+#define NINFER_ATTN_PASS_ROWS 4  // the most query rows of a block the one-pass form takes (attention.py: PASS_ROWS)
 
 // A shared-memory load the compiler keeps where it is (not hoisted out of a loop into registers).
 __device__ __forceinline__ float4 lds128(const float *p) {
@@ -172,27 +174,23 @@ __device__ __forceinline__ float4 lds128(const float *p) {
     return v;
 }
 
-// Shared floats one block of attention_split uses: the one-pass form's per-warp partials (output, max, sum), the
-// two-pass form's scores and per-warp outputs; the merge's split weights reuse them (after the partials).
+// Shared floats one block of attention_split uses: the one-pass form's per-warp partials (output, max, sum) and
+// queries, the two-pass form's scores and per-warp outputs; the merge's split weights reuse them afterwards.
 template <int D, int R, int CMAX, int NW>
 struct SplitSmem {
     static constexpr int one_pass = (NW + 1) * NINFER_ATTN_PASS_ROWS * D + 2 * NW * NINFER_ATTN_PASS_ROWS;
-    static constexpr int two_pass = R * CMAX + NW * R * D;
-#ifdef NINFER_ATTN_TWO_PASS
-    static constexpr int used = two_pass;
-#else
-    static constexpr int used = one_pass > R * CMAX ? one_pass : R * CMAX;  // R * CMAX: the merge's weights
-#endif
-    static constexpr int floats = used;
+    static constexpr int two_pass = R * CMAX + NW * R * D;  // >= R * CMAX, the merge's weights
+    static constexpr int floats = one_pass > two_pass ? one_pass : two_pass;
 };
 
-// One pass of one block of attention_split over its split, for up to R query rows (rows row0 .. row0 + nr): each
-// round a lane requests the K and the V rows (16 bytes of each) of UNR keys together, and (PREFETCH) the next
-// round's rows before it uses this round's, so a block has both in flight and no second sweep for V. Each lane
-// keeps, per query row, an online softmax over its keys (running max m, sum l, unnormalised output acc); the
-// lanes of a warp and then the warps merge theirs in a fixed order (deterministic). The block's rows beyond R
-// take further passes over the same keys (L1/L2 hits): registers hold R rows' queries and outputs.
-template <typename T, int D, int R, int NW, bool PREFETCH>
+// One block of attention_split in one pass over its split, for up to R query rows (rows row0 .. row0 + nr): each
+// round a lane requests the K and the V rows (16 bytes of each) of UNR keys together, and the next round's rows
+// before it uses this round's, so a block has K and V of two rounds in flight and no second sweep for V. Each
+// lane keeps, per query row, an online softmax over its keys (running max m, sum l, unnormalised output acc); the
+// lanes of a warp and then the warps merge theirs in a fixed order (deterministic). The scaled queries sit in
+// shared memory, read back each round, to keep registers near the two-pass form's (NVRTC 13.0, sm_90, the two
+// forms in one kernel: 128 a thread at D = 256, ~141 at D = 128 and 64, where the two-pass form alone takes 128).
+template <typename T, int D, int R, int NW>
 __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__restrict__ k_cache,
                                            const T *__restrict__ v_cache, const int *__restrict__ block_table,
                                            float *__restrict__ part_o, float *__restrict__ part_ml, int Hq, int Hk,
@@ -250,7 +248,7 @@ __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__r
     }
     for (; jb < nkeys; jb += ROUND) {
         const bool more = jb + ROUND < nkeys;  // warp-uniform
-        if (PREFETCH && more) request(jb + ROUND, kn, vn);
+        if (more) request(jb + ROUND, kn, vn);
         float s[UNR][R];
 #pragma unroll
         for (int u = 0; u < UNR; u++) {
@@ -299,14 +297,12 @@ __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__r
 #pragma unroll
                 for (int i = 0; i < 8; i++) acc[r][i] = fmaf(s[u][r], vf[i], acc[r][i]);
         }
-        if (PREFETCH && more) {
+        if (more) {
 #pragma unroll
             for (int u = 0; u < UNR; u++) {
                 kc[u] = kn[u];
                 vc[u] = vn[u];
             }
-        } else if (more) {
-            request(jb + ROUND, kc, vc);
         }
     }
 
@@ -358,7 +354,6 @@ __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__r
             part_ml[(o * S + split) * 2 + 1] = ls;
         }
     }
-    __syncthreads();  // a further pass writes s_o and s_ml again
 }
 
 // The last block of a (kv head, row chunk) to finish its split merges every split of its rows into
@@ -415,11 +410,15 @@ __device__ __forceinline__ void combine_in_last_block(const float *part_o, const
     }
 }
 
-// grid (Hk, S, ceil(T * G / R)), block NW * 32 threads; C <= CMAX keys per split.
+// grid (Hk, S, chunks >= ceil(T * G / R)), block NW * 32 threads; C <= CMAX keys per split; a block takes
+// ceil(T * G / chunks) query rows.
 // q: [T, Hq, D] (rows at q_stride); caches [blocks, bs, Hk, D]; part_o: [T, Hq, S, D]; part_ml: [T, Hq, S, 2].
 // COMBINE: the last split of each (kv head, row chunk) also writes out [T, Hq, D] (combine_in_last_block).
-// A block runs split_pass over its split once per NINFER_ATTN_PASS_ROWS of its rows (NINFER_ATTN_TWO_PASS,
-// measurements only: the kernel before, split_partials_two_pass).
+// A block of up to NINFER_ATTN_PASS_ROWS rows (decode of a GQA group of <= 4 q heads) runs the one-pass form
+// (split_pass), a block of more rows the two-pass form (split_partials_two_pass). On the H200 (bench/RESULTS.md,
+// attn5) the one-pass form was faster for 4-row blocks, and slower for 6-8 rows (27B decode, verify), whether it
+// took them in passes of 4 or held 8 rows' accumulators (fewer blocks an SM). NINFER_ATTN_TWO_PASS (measurements
+// only): the two-pass form for every block, as before.
 template <typename T, int D, int R, int CMAX, int NW, bool COMBINE>
 __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
                                                 const T *__restrict__ v_cache, const int *__restrict__ block_table,
@@ -430,8 +429,9 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
     C = launch_split(C, cmin, S, positions[ntok - 1]);
     const int kvh = blockIdx.x, split = blockIdx.y;
     const int grp = Hq / Hk;
-    const int row0 = blockIdx.z * R;
-    const int nr = min(R, ntok * grp - row0);
+    const int rpb = (ntok * grp + gridDim.z - 1) / gridDim.z;  // rows per block: <= R (the launcher's chunks)
+    const int row0 = blockIdx.z * rpb;
+    const int nr = min(rpb, ntok * grp - row0);
     const int key0 = split * C;
     const int t_last = (row0 + nr - 1) / grp;
     const int nkeys = min(C, (int)(positions[t_last] + 1) - key0);
@@ -443,26 +443,22 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
             part_ml[(o * S + split) * 2 + 1] = 0.f;
         }
     } else {
-#ifdef NINFER_ATTN_TWO_PASS
-        int lim[R];  // local key j is visible to row r iff j <= lim[r]
-#pragma unroll
-        for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
-        split_partials_two_pass<T, D, R, CMAX, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, bs, S,
-                                                   q_stride, scale, row0, nr, key0, nkeys, lim,
-                                                   reinterpret_cast<float(*)[CMAX]>(smem),
-                                                   reinterpret_cast<float(*)[R][D]>(smem + R * CMAX));
-#else
-#ifdef NINFER_ATTN_NO_PREFETCH
-        constexpr bool PREFETCH = false;
-#else
-        constexpr bool PREFETCH = true;
-#endif
+#ifndef NINFER_ATTN_TWO_PASS
         constexpr int PR = NINFER_ATTN_PASS_ROWS < R ? NINFER_ATTN_PASS_ROWS : R;
-        for (int rb = 0; rb < nr; rb += PR)  // decode of up to 4 q heads per kv head (Llama-3-8B): one pass
-            split_pass<T, D, PR, NW, PREFETCH>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, positions,
-                                               bs, S, q_stride, scale, row0 + rb, min(PR, nr - rb), key0, nkeys,
-                                               smem);
+        if (nr <= PR) {  // decode of up to 4 q heads per kv head (Llama-3-8B): the one-pass form
+            split_pass<T, D, PR, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, positions, bs, S,
+                                     q_stride, scale, row0, nr, key0, nkeys, smem);
+        } else
 #endif
+        {  // more rows (27B decode, verify): the two-pass form, every row in one sweep
+            int lim[R];  // local key j is visible to row r iff j <= lim[r]
+#pragma unroll
+            for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
+            split_partials_two_pass<T, D, R, CMAX, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, bs,
+                                                       S, q_stride, scale, row0, nr, key0, nkeys, lim,
+                                                       reinterpret_cast<float(*)[CMAX]>(smem),
+                                                       reinterpret_cast<float(*)[R][D]>(smem + R * CMAX));
+        }
     }
     if (COMBINE)  // its split weights reuse the shared partials (combine_in_last_block waits for every thread)
         combine_in_last_block<T, D, R, CMAX, NW>(part_o, part_ml, positions, out, counters, Hq, Hk, S, C, row0, nr,
