@@ -2,7 +2,9 @@
 
 Decode and verify never read the context length on the host: the split count comes from the block
 table's length (its capacity), splits past a row's position exit at once, so one CUDA graph serves
-every length up to that capacity. Prefill (not graph-captured) gathers the used blocks and calls
+every length up to that capacity. A block of up to 4 query rows (decode of a GQA group of <= 4 q heads) reads its
+split's K and V rows together in one pass; larger blocks score the whole split first, then read V
+(``attention.cuh``). Prefill (not graph-captured) gathers the used blocks and calls
 ``torch.nn.functional.scaled_dot_product_attention``: reading the chunk's first and last position is its
 one host sync per forward; a later chunk of a prompt uses the bottom-right causal mask
 (``NINFER_PREFILL_ATTN=mask``: an explicit boolean mask, as before).

@@ -30,8 +30,9 @@ __device__ __forceinline__ int launch_split(int C, int rule, int S, i64 last) {
     return c;
 }
 
-// The split kernel before the one-pass form (measurements only: NINFER_ATTN_TWO_PASS): scores of every key of
-// the split into shared memory, then probabilities, then a second round of loads for V.
+// The two-pass form of one block of attention_split (below), for blocks of more rows than the one-pass form
+// takes (every block under NINFER_ATTN_TWO_PASS, the kernel before): scores of every key of the split into shared
+// memory, then probabilities, then a second round of loads for V.
 template <typename T, int D, int R, int CMAX, int NW>
 __device__ __forceinline__ void split_partials_two_pass(const T *__restrict__ q, const T *__restrict__ k_cache,
                                                         const T *__restrict__ v_cache,
