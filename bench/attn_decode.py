@@ -45,6 +45,11 @@ def parse_variants(spec: str) -> list[tuple[str, tuple[str, ...], tuple[int, int
     return out
 
 
+def call_fn(ops, q, kc, vc, tables, positions, scale):
+    """The graph's i-th call: the op over the i-th region's block table."""
+    return lambda i: ops.paged_attention(q, kc, vc, tables[i % len(tables)], positions, scale)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="sm90")
@@ -101,8 +106,7 @@ def main():
                         use(opts, knobs)
                         out = ops.paged_attention(q, kc, vc, tables[0], positions, D ** -0.5)
                         errs[name] = float((out.float() - want).norm() / want.norm())
-                        fn = lambda i: ops.paged_attention(q, kc, vc, tables[i % regions], positions,  # noqa: E731
-                                                           D ** -0.5)
+                        fn = call_fn(ops, q, kc, vc, tables, positions, D ** -0.5)
                         times[name].append(graph_us(fn, inner, reps=15, drop=0))
                 cells = []
                 for name, _, _ in variants:
