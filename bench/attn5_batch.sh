@@ -1,7 +1,8 @@
-# Helper attn5's device call (issue #5, decode attention at short/medium context in a 32K-token table): run from
-# the worktree root on the H200, kernels precompiled here (nothing compiles on the device):
-#     bash bench/precompile_sm90.sh .kc     # every backend, the default options
-#     for o in "${ATTN5_VARIANTS[@]}"; do ...  # the sm90 variants below (see the loop at the end, run with PRECOMPILE=1)
+# Helper attn5's second device call (issue #5, decode attention at short/medium context in a 32K-token table; the
+# first call ran this file as of commit b09462b): from the worktree root on the H200, kernels precompiled here
+# (nothing compiles on the device):
+#     bash bench/precompile_sm90.sh .kc            # every backend, the default options
+#     PRECOMPILE=1 bash bench/attn5_batch.sh       # the sm90 library with each option set of ATTN5_VARIANTS
 ATTN5_VARIANTS=("-DNINFER_ATTN_TWO_PASS -DNINFER_ATTN_COMBINE_LATE")
 if [ -n "$PRECOMPILE" ]; then  # here: the sm90 library once per variant, into .kc (NVRTC 13.0 as the device's)
     NV=${NVRTC13:-/tmp/nv13}/nvidia/cu13/lib
