@@ -25,15 +25,25 @@ def main():
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--backend", default="sm90")
+    ap.add_argument("--opts", default="", help="extra compile options of the backend's kernels (precompiled), e.g. "
+                    "'-DNINFER_ATTN_TWO_PASS -DNINFER_ATTN_COMBINE_LATE' (the decode attention kernels before)")
+    ap.add_argument("--capacity", type=int, default=None, help="the KV block table's length in tokens (default: "
+                    "the context + 64)")
     a = ap.parse_args()
     os.environ["NINFER_CUDA_GRAPHS"] = "0"
-    runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, a.ctx + 64, layers=a.layers)
+    if a.opts:
+        from ninfer.backends import installed_backends
+
+        lib = installed_backends()[a.backend].kernels
+        lib.options = lib.options + tuple(a.opts.split())
+    runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, max(a.capacity or 0, a.ctx + 64),
+                              layers=a.layers)
     prompt = torch.randint(0, runner.cfg.vocab_size, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
     argmax = runner.model.ops.argmax
     total, count = decode_kernel_times(runner, int(argmax(runner.prefill(prompt)[None])[0]), a.steps)
     all_us = sum(total.values()) / a.steps
-    print(f"{a.shape} x{a.layers} layers, ctx {a.ctx}: {all_us:.0f} us of kernels per decode step "
-          f"({sum(count.values()) / a.steps:.0f} kernels)")
+    print(f"{a.shape} x{a.layers} layers, ctx {a.ctx}{' ' + a.opts if a.opts else ''}: {all_us:.0f} us of kernels "
+          f"per decode step ({sum(count.values()) / a.steps:.0f} kernels)")
     print(f"{'kernel':60s} {'us/step':>9s} {'calls/step':>10s} {'us/call':>8s} {'share':>6s}")
     for name, us in sorted(total.items(), key=lambda kv: -kv[1])[:40]:
         per = us / a.steps

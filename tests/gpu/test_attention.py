@@ -33,3 +33,33 @@ def test_paged_attention(backend, Hq, Hk, D, T, L, bs):
         want = ref.paged_attention(q.float(), kc.float(), vc.float(), block_table, positions, scale)
         assert out.shape == (T, Hq, D) and out.dtype == dtype
         assert rel_l2(out, want) < TOL
+
+
+@pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (24, 4, 256), (16, 16, 64)])
+@pytest.mark.parametrize("T,L", [(1, 1), (1, 33), (1, 513), (1, 4100), (4, 4100), (16, 700), (1, 20000), (3, 20000)])
+@pytest.mark.parametrize("block_rows", [8, 4])
+def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L, block_rows, monkeypatch):
+    """A block table of 32K tokens (a GPU server's default max context): the kernels shrink the capacity's splits
+    to the context (a split of 33 keys up to 256-key splits at 20000), in one or several rounds of loads per block;
+    blocks of up to 4 query rows run the one-pass form (with at most ONE_PASS_MAX_SPLITS splits), larger ones the
+    two-pass form; the launcher's rows per block (BLOCK_ROWS) 8 and 4."""
+    from ninfer.kernels import attention
+
+    monkeypatch.setattr(attention, "BLOCK_ROWS", block_rows)
+    bs = 64
+    for dtype in backend_dtypes(backend):
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
+        used = (L + bs - 1) // bs
+        pool = used + 5
+        kc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+        vc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+        block_table = torch.zeros(32768 // bs, device="cuda", dtype=torch.int32)
+        block_table[:used] = torch.randperm(pool, device="cuda")[:used].to(torch.int32)
+        q = torch.randn(T, Hq, D, device="cuda").to(dtype)
+        positions = torch.arange(L - T, L, device="cuda")
+        scale = D ** -0.5
+        poison_allocator()
+        out = ops.paged_attention(q, kc, vc, block_table, positions, scale)
+        want = ref.paged_attention(q.float(), kc.float(), vc.float(), block_table, positions, scale)
+        assert out.shape == (T, Hq, D) and out.dtype == dtype
+        assert rel_l2(out, want) < TOL

@@ -2,7 +2,9 @@
 
 Decode and verify never read the context length on the host: the split count comes from the block
 table's length (its capacity), splits past a row's position exit at once, so one CUDA graph serves
-every length up to that capacity. Prefill (not graph-captured) gathers the used blocks and calls
+every length up to that capacity. A block of up to 4 query rows (decode of a GQA group of <= 4 q heads) reads its
+split's K and V rows together in one pass; larger blocks score the whole split first, then read V
+(``attention.cuh``). Prefill (not graph-captured) gathers the used blocks and calls
 ``torch.nn.functional.scaled_dot_product_attention``: reading the chunk's first and last position is its
 one host sync per forward; a later chunk of a prompt uses the bottom-right causal mask
 (``NINFER_PREFILL_ATTN=mask``: an explicit boolean mask, as before).
@@ -22,13 +24,18 @@ from .fused import fusion_enabled
 from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
 
 DECODE_MAX_TOKENS = 16
-ROWS_PER_BLOCK = 8  # NINFER_ATTN_ROWS in kernels.cuh
+ROWS_PER_BLOCK = 8  # NINFER_ATTN_ROWS in kernels.cuh: the most query rows one block of the split kernel takes
+PASS_ROWS = 4  # NINFER_ATTN_PASS_ROWS in attention.cuh: a block of at most this many rows runs the one-pass form
 MAX_SPLIT = 256  # NINFER_ATTN_CMAX
 MAX_SPLITS = 1024  # ATTN_MAX_SPLITS in attention.cuh
 COMBINE_THREADS = 256  # COMBINE_THREADS in attention.cuh
 
 
 MIN_SPLIT = 32  # the fewest keys per split: the kernels shrink the capacity's splits to the context, down to this
+# Launches whose blocks all run the one-pass form (decode of GQA groups of <= PASS_ROWS q heads) spread a context
+# over at most this many splits while they can (longer splits, fewer blocks and a shorter combine); 0: no limit.
+ONE_PASS_MAX_SPLITS = 64
+BLOCK_ROWS = ROWS_PER_BLOCK  # query rows per block the launcher asks for (<= ROWS_PER_BLOCK)
 
 
 def split_size(capacity: int) -> int:
@@ -118,19 +125,20 @@ def make_paged_attention(lib: KernelLibrary):
         part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
         rows = T * (Hq // Hk)
-        chunks = (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
+        chunks = (rows + BLOCK_ROWS - 1) // BLOCK_ROWS  # the kernels take ceil(rows / chunks) rows a block
+        rpb = (rows + chunks - 1) // chunks
+        # the split rule (attention.cuh: launch_split): the fewest keys per split, the most splits (one-pass blocks)
+        rule = MIN_SPLIT | ((ONE_PASS_MAX_SPLITS << 16) if rpb <= PASS_ROWS else 0)
         mod = lib.module(q.device)
         ctr = split_counters(q.device, Hk * chunks) if combine_in_split and S <= MAX_SPLIT else None
         if ctr is not None:
             mod[f"attention_split_combine_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt,
                                                      pos.contiguous(), part_o, part_ml, T, Hq, Hk, bs, S, C,
-                                                     MIN_SPLIT, q.stride(0), float(scale), out, ctr)
+                                                     rule, q.stride(0), float(scale), out, ctr)
             return out
-        mod[f"attention_split_{s}_d{D}"]((Hk, S, (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK), (warps * 32,),
-                                         q, k_cache, v_cache, bt, pos.contiguous(), part_o, part_ml, T, Hq, Hk,
-                                         bs, S, C, MIN_SPLIT, q.stride(0), float(scale))
-        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, MIN_SPLIT,
-                                      D)
+        mod[f"attention_split_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt, pos.contiguous(),
+                                         part_o, part_ml, T, Hq, Hk, bs, S, C, rule, q.stride(0), float(scale))
+        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, rule, D)
         return out
 
     return paged_attention

@@ -16,24 +16,31 @@ __device__ __forceinline__ i64 out_index(int row, int grp, int Hq, int kvh) {
 // Keys per split of one launch. The launcher sizes the grid for the block table's capacity, S splits of C keys
 // (powers of two). At a shorter context, last position `last`, the splits shrink, down to cmin, while S of them
 // still cover keys 0..last: a 512-token context in a 32K-token table runs 17 splits of 32 keys, not 2 of 256,
-// and one graph still serves every length. The split and combine kernels compute it alike.
-__device__ __forceinline__ int launch_split(int C, int cmin, int S, i64 last) {
+// and one graph still serves every length. `rule` is cmin, plus smax << 16 where a launch spreads a context over
+// at most smax splits while it can (longer splits, fewer blocks: 64 splits of 64 keys at 4K rather than 128 of
+// 32). The split and combine kernels compute it alike.
+__device__ __forceinline__ int launch_split(int C, int rule, int S, i64 last) {
 #ifdef NINFER_ATTN_FIXED_SPLIT  // measurements only: the capacity's splits at any context (the kernels before)
     return C;
 #endif
-    int c = min(cmin, C);
+    const int smax = rule >> 16;
+    if (smax > 0 && smax < S) S = smax;
+    int c = min(rule & 0xffff, C);
     while (c < C && (i64)c * S < last + 1) c <<= 1;
     return c;
 }
 
-// Phases 1-3 of one block of attention_split (below): scores, probabilities, partial output of its split.
+// The two-pass form of one block of attention_split (below), for blocks of more rows than the one-pass form
+// takes (every block under NINFER_ATTN_TWO_PASS, the kernel before): scores of every key of the split into shared
+// memory, then probabilities, then a second round of loads for V.
 template <typename T, int D, int R, int CMAX, int NW>
-__device__ __forceinline__ void split_partials(const T *__restrict__ q, const T *__restrict__ k_cache,
-                                               const T *__restrict__ v_cache, const int *__restrict__ block_table,
-                                               float *__restrict__ part_o, float *__restrict__ part_ml, int Hq,
-                                               int Hk, int bs, int S, int q_stride, float scale, int row0, int nr,
-                                               int key0, int nkeys, const int *lim, float (*s_p)[CMAX],
-                                               float (*s_o)[R][D]) {
+__device__ __forceinline__ void split_partials_two_pass(const T *__restrict__ q, const T *__restrict__ k_cache,
+                                                        const T *__restrict__ v_cache,
+                                                        const int *__restrict__ block_table, float *__restrict__ part_o,
+                                                        float *__restrict__ part_ml, int Hq, int Hk, int bs, int S,
+                                                        int q_stride, float scale, int row0, int nr, int key0,
+                                                        int nkeys, const int *lim, float (*s_p)[CMAX],
+                                                        float (*s_o)[R][D]) {
     constexpr int G = D / 8;     // lanes per key row, 16 bytes each
     constexpr int KPW = 32 / G;  // keys a warp handles per step
     constexpr int UNR = 4;       // steps whose loads are in flight together
@@ -155,6 +162,201 @@ __device__ __forceinline__ void split_partials(const T *__restrict__ q, const T 
     }
 }
 
+#ifndef NINFER_ATTN_UNR
+#define NINFER_ATTN_UNR 2  // keys per lane whose K and V rows one round requests (two rounds in flight)
+#endif
+#define NINFER_ATTN_PASS_ROWS 4  // the most query rows of a block the one-pass form takes (attention.py: PASS_ROWS)
+
+// A shared-memory load the compiler keeps where it is (not hoisted out of a loop into registers).
+__device__ __forceinline__ float4 lds128(const float *p) {
+    float4 v;
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+    return v;
+}
+
+// Shared floats one block of attention_split uses: the one-pass form's per-warp partials (output, max, sum) and
+// queries, the two-pass form's scores and per-warp outputs; the merge's split weights reuse them afterwards.
+template <int D, int R, int CMAX, int NW>
+struct SplitSmem {
+    static constexpr int one_pass = (NW + 1) * NINFER_ATTN_PASS_ROWS * D + 2 * NW * NINFER_ATTN_PASS_ROWS;
+    static constexpr int two_pass = R * CMAX + NW * R * D;  // >= R * CMAX, the merge's weights
+    static constexpr int floats = one_pass > two_pass ? one_pass : two_pass;
+};
+
+// One block of attention_split in one pass over its split, for up to R query rows (rows row0 .. row0 + nr): each
+// round a lane requests the K and the V rows (16 bytes of each) of UNR keys together, and the next round's rows
+// before it uses this round's, so a block has K and V of two rounds in flight and no second sweep for V. Each
+// lane keeps, per query row, an online softmax over its keys (running max m, sum l, unnormalised output acc); the
+// lanes of a warp and then the warps merge theirs in a fixed order (deterministic). The scaled queries sit in
+// shared memory, read back each round, to keep registers near the two-pass form's (NVRTC 13.0, sm_90, the two
+// forms in one kernel: 128 a thread at D = 256, ~141 at D = 128 and 64, where the two-pass form alone takes 128).
+template <typename T, int D, int R, int NW>
+__device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__restrict__ k_cache,
+                                           const T *__restrict__ v_cache, const int *__restrict__ block_table,
+                                           float *__restrict__ part_o, float *__restrict__ part_ml, int Hq, int Hk,
+                                           const i64 *__restrict__ positions, int bs, int S, int q_stride,
+                                           float scale, int row0, int nr, int key0, int nkeys, float *smem) {
+    constexpr int G = D / 8;     // lanes per key row, 16 bytes each
+    constexpr int KPW = 32 / G;  // keys a warp handles per step
+    constexpr int UNR = NINFER_ATTN_UNR;
+    constexpr int STEP = NW * KPW;     // keys a block handles per step
+    constexpr int ROUND = STEP * UNR;  // keys a block handles per round
+    float(*s_o)[R][D] = reinterpret_cast<float(*)[R][D]>(smem);                // [NW][R][D]
+    float(*s_ml)[R][2] = reinterpret_cast<float(*)[R][2]>(smem + NW * R * D);  // [NW][R][(m, l)]
+    float(*s_q)[D] = reinterpret_cast<float(*)[D]>(smem + NW * R * D + 2 * NW * R);  // [R][D]
+    const int kvh = blockIdx.x, split = blockIdx.y;
+    const int grp = Hq / Hk;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / G, gl = lane % G;
+
+    uint4 kc[UNR], vc[UNR], kn[UNR], vn[UNR];  // this round's rows, the next round's
+    auto request = [&](int jb, uint4 *kr, uint4 *vr) {  // the K and V rows of keys jb + u * STEP + sub
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+            const int key = key0 + min(jb + u * STEP + sub, nkeys - 1);
+            const i64 slot = (i64)__ldg(block_table + key / bs) * bs + key % bs;
+            const i64 off = (slot * Hk + kvh) * D + gl * 8;
+            kr[u] = *reinterpret_cast<const uint4 *>(k_cache + off);
+            vr[u] = *reinterpret_cast<const uint4 *>(v_cache + off);
+        }
+    };
+    // the loop runs warp-uniformly (the shuffles need every lane); lanes past the end load a valid key, masked
+    int jb = warp * KPW;
+    request(jb, kc, vc);
+
+    int lim[R];  // local key j is visible to row r iff j <= lim[r]
+#pragma unroll
+    for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
+    // the queries, scaled, into shared memory while the first rows are on their way (read back in each round,
+    // so they take no registers)
+    for (int i = threadIdx.x; i < R * G; i += blockDim.x) {
+        const int r = i / G, c = i % G;
+        const int row = row0 + min(r, nr - 1);
+        const int t = row / grp, h = kvh * grp + row % grp;
+        float f[8];
+        unpack8<T>(*reinterpret_cast<const uint4 *>(q + (i64)t * q_stride + (i64)h * D + c * 8), f);
+#pragma unroll
+        for (int e = 0; e < 8; e++) s_q[r][c * 8 + e] = f[e] * scale;
+    }
+    __syncthreads();
+    float m[R], l[R], acc[R][8];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        m[r] = neg_inf();
+        l[r] = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[r][i] = 0.f;
+    }
+    for (; jb < nkeys; jb += ROUND) {
+        const bool more = jb + ROUND < nkeys;  // warp-uniform
+        if (more) request(jb + ROUND, kn, vn);
+        float s[UNR][R];
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+            float kf[8];
+            unpack8<T>(kc[u], kf);
+            const int j = jb + u * STEP + sub;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float4 qa = lds128(&s_q[r][gl * 8]), qb = lds128(&s_q[r][gl * 8 + 4]);
+                float d = qa.x * kf[0];
+                d = fmaf(qa.y, kf[1], d);
+                d = fmaf(qa.z, kf[2], d);
+                d = fmaf(qa.w, kf[3], d);
+                d = fmaf(qb.x, kf[4], d);
+                d = fmaf(qb.y, kf[5], d);
+                d = fmaf(qb.z, kf[6], d);
+                d = fmaf(qb.w, kf[7], d);
+#pragma unroll
+                for (int o = G / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                s[u][r] = j < nkeys && j <= lim[r] ? d : neg_inf();
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float mx = m[r];
+#pragma unroll
+            for (int u = 0; u < UNR; u++) mx = fmaxf(mx, s[u][r]);
+            const float alpha = m[r] == neg_inf() ? 0.f : __expf(m[r] - mx);  // mx >= m[r]
+            m[r] = mx;
+            float ls = l[r] * alpha;
+#pragma unroll
+            for (int u = 0; u < UNR; u++) {
+                s[u][r] = s[u][r] == neg_inf() ? 0.f : __expf(s[u][r] - mx);
+                ls += s[u][r];
+            }
+            l[r] = ls;
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[r][i] *= alpha;
+        }
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+            float vf[8];
+            unpack8<T>(vc[u], vf);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc[r][i] = fmaf(s[u][r], vf[i], acc[r][i]);
+        }
+        if (more) {
+#pragma unroll
+            for (int u = 0; u < UNR; u++) {
+                kc[u] = kn[u];
+                vc[u] = vn[u];
+            }
+        }
+    }
+
+    // merge the lanes of a warp (its KPW key groups; a group's G lanes hold the same m and l), then the warps
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float M = m[r];
+#pragma unroll
+        for (int o = G; o < 32; o <<= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        const float w = m[r] == neg_inf() ? 0.f : __expf(m[r] - M);
+        float ls = l[r] * w;
+#pragma unroll
+        for (int o = G; o < 32; o <<= 1) ls += __shfl_xor_sync(0xffffffffu, ls, o);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            float a = acc[r][i] * w;
+#pragma unroll
+            for (int o = G; o < 32; o <<= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+            acc[r][i] = a;
+        }
+        if (sub == 0) {
+            float4 *dst = reinterpret_cast<float4 *>(&s_o[warp][r][gl * 8]);
+            dst[0] = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+            dst[1] = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
+        }
+        if (lane == 0) {
+            s_ml[warp][r][0] = M;
+            s_ml[warp][r][1] = ls;
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < nr * D; i += blockDim.x) {
+        const int r = i / D, d = i % D;
+        float M = neg_inf();
+#pragma unroll
+        for (int w = 0; w < NW; w++) M = fmaxf(M, s_ml[w][r][0]);
+        float sum = 0.f, ls = 0.f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            const float mw = s_ml[w][r][0];
+            const float ww = mw == neg_inf() ? 0.f : __expf(mw - M);
+            sum = fmaf(ww, s_o[w][r][d], sum);
+            ls = fmaf(ww, s_ml[w][r][1], ls);
+        }
+        const i64 o = out_index(row0 + r, grp, Hq, kvh);
+        part_o[(o * S + split) * D + d] = sum;
+        if (d == 0) {
+            part_ml[(o * S + split) * 2] = M;
+            part_ml[(o * S + split) * 2 + 1] = ls;
+        }
+    }
+}
+
 // The last block of a (kv head, row chunk) to finish its split merges every split of its rows into
 // out, as attention_combine does, so decode needs no second launch. counters[z * Hk + kvh] counts the
 // finished splits; that last block sets it back to 0 for the next launch (graph replays included).
@@ -209,29 +411,32 @@ __device__ __forceinline__ void combine_in_last_block(const float *part_o, const
     }
 }
 
-// grid (Hk, S, ceil(T * G / R)), block NW * 32 threads; C <= CMAX keys per split.
+// grid (Hk, S, chunks >= ceil(T * G / R)), block NW * 32 threads; C <= CMAX keys per split; a block takes
+// ceil(T * G / chunks) query rows.
 // q: [T, Hq, D] (rows at q_stride); caches [blocks, bs, Hk, D]; part_o: [T, Hq, S, D]; part_ml: [T, Hq, S, 2].
 // COMBINE: the last split of each (kv head, row chunk) also writes out [T, Hq, D] (combine_in_last_block).
+// A block of up to NINFER_ATTN_PASS_ROWS rows (decode of a GQA group of <= 4 q heads) runs the one-pass form
+// (split_pass), a block of more rows the two-pass form (split_partials_two_pass). On the H200 (bench/RESULTS.md,
+// attn5) the one-pass form was faster for 4-row blocks, and slower for 6-8 rows (27B decode, verify), whether it
+// took them in passes of 4 or held 8 rows' accumulators (fewer blocks an SM). NINFER_ATTN_TWO_PASS (measurements
+// only): the two-pass form for every block, as before.
 template <typename T, int D, int R, int CMAX, int NW, bool COMBINE>
 __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
                                                 const T *__restrict__ v_cache, const int *__restrict__ block_table,
                                                 const i64 *__restrict__ positions, float *part_o, float *part_ml,
                                                 int ntok, int Hq, int Hk, int bs, int S, int C, int cmin,
                                                 int q_stride, float scale, T *out, int *counters) {
-    __shared__ float s_p[R][CMAX];
+    __shared__ __align__(16) float smem[SplitSmem<D, R, CMAX, NW>::floats];
     C = launch_split(C, cmin, S, positions[ntok - 1]);
-    __shared__ float s_o[NW][R][D];  // per-warp partial outputs, summed in a fixed order (deterministic)
     const int kvh = blockIdx.x, split = blockIdx.y;
     const int grp = Hq / Hk;
-    const int row0 = blockIdx.z * R;
-    const int nr = min(R, ntok * grp - row0);
+    const int rpb = (ntok * grp + gridDim.z - 1) / gridDim.z;  // rows per block: <= R (the launcher's chunks)
+    const int row0 = blockIdx.z * rpb;
+    const int nr = min(rpb, ntok * grp - row0);
     const int key0 = split * C;
     const int t_last = (row0 + nr - 1) / grp;
     const int nkeys = min(C, (int)(positions[t_last] + 1) - key0);
 
-    int lim[R];  // local key j is visible to row r iff j <= lim[r]
-#pragma unroll
-    for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
     if (nkeys <= 0) {  // this split lies past every row's context: mark it empty
         for (int r = threadIdx.x; r < nr; r += blockDim.x) {
             const i64 o = out_index(row0 + r, grp, Hq, kvh);
@@ -239,11 +444,26 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
             part_ml[(o * S + split) * 2 + 1] = 0.f;
         }
     } else {
-        split_partials<T, D, R, CMAX, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, bs, S,
-                                          q_stride, scale, row0, nr, key0, nkeys, lim, s_p, s_o);
+#ifndef NINFER_ATTN_TWO_PASS
+        constexpr int PR = NINFER_ATTN_PASS_ROWS < R ? NINFER_ATTN_PASS_ROWS : R;
+        if (nr <= PR) {  // decode of up to 4 q heads per kv head (Llama-3-8B): the one-pass form
+            split_pass<T, D, PR, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, positions, bs, S,
+                                     q_stride, scale, row0, nr, key0, nkeys, smem);
+        } else
+#endif
+        {  // more rows (27B decode, verify): the two-pass form, every row in one sweep
+            int lim[R];  // local key j is visible to row r iff j <= lim[r]
+#pragma unroll
+            for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
+            split_partials_two_pass<T, D, R, CMAX, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, bs,
+                                                       S, q_stride, scale, row0, nr, key0, nkeys, lim,
+                                                       reinterpret_cast<float(*)[CMAX]>(smem),
+                                                       reinterpret_cast<float(*)[R][D]>(smem + R * CMAX));
+        }
     }
-    if (COMBINE) combine_in_last_block<T, D, R, CMAX, NW>(part_o, part_ml, positions, out, counters, Hq, Hk, S, C,
-                                                          row0, nr, s_p);
+    if (COMBINE)  // its split weights reuse the shared partials (combine_in_last_block waits for every thread)
+        combine_in_last_block<T, D, R, CMAX, NW>(part_o, part_ml, positions, out, counters, Hq, Hk, S, C, row0, nr,
+                                                 reinterpret_cast<float(*)[CMAX]>(smem));
 }
 
 // grid T * Hq, block COMBINE_THREADS: merge the splits of each row, weighting each by exp(m_s - max m). The
@@ -253,6 +473,7 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
 // added in group order (deterministic). Needs D % 4 == 0 and D / 4 <= COMBINE_THREADS.
 constexpr int ATTN_MAX_SPLITS = 1024;
 constexpr int COMBINE_THREADS = 256;
+constexpr int COMBINE_EARLY = 8;  // partial outputs per thread requested before the split weights
 
 template <typename T>
 __device__ __forceinline__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
@@ -265,6 +486,16 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
     const i64 row = blockIdx.x;
     const int t = (int)(row / Hq);
     const int ns = min(S, (int)((positions[t] + C) / C));  // splits holding keys 0..positions[t]
+    const int V = D / 4, P = (int)blockDim.x / V;
+    const int v = threadIdx.x % V, p = threadIdx.x / V;
+    const float4 *po = reinterpret_cast<const float4 *>(part_o + row * S * D) + v;
+#ifndef NINFER_ATTN_COMBINE_LATE
+    // this thread's first partial outputs, requested with the maxima and sums rather than after their weights
+    float4 x[COMBINE_EARLY];
+#pragma unroll
+    for (int k = 0; k < COMBINE_EARLY; k++)
+        if (p < P && p + k * P < ns) x[k] = po[(i64)(p + k * P) * V];
+#endif
     const float *ml = part_ml + row * S * 2;
     float m = neg_inf();
     for (int s = threadIdx.x; s < ns; s += blockDim.x) m = fmaxf(m, ml[2 * s]);
@@ -282,19 +513,28 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
         l += w * ml[2 * s + 1];
     }
     const float den = row_sum(l, scratch);  // ends with a barrier: s_w is complete
-    const int V = D / 4, P = (int)blockDim.x / V;
-    const int v = threadIdx.x % V, p = threadIdx.x / V;
-    float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
     if (p < P) {
-        const float4 *po = reinterpret_cast<const float4 *>(part_o + row * S * D) + v;
+        float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
+        int s = p;
+#ifndef NINFER_ATTN_COMBINE_LATE
+#pragma unroll
+        for (int k = 0; k < COMBINE_EARLY; k++, s += P)
+            if (s < ns) {
+                const float w = s_w[s];
+                num.x = fmaf(w, x[k].x, num.x);
+                num.y = fmaf(w, x[k].y, num.y);
+                num.z = fmaf(w, x[k].z, num.z);
+                num.w = fmaf(w, x[k].w, num.w);
+            }
+#endif
 #pragma unroll 8
-        for (int s = p; s < ns; s += P) {
-            const float4 x = po[(i64)s * V];
+        for (; s < ns; s += P) {  // splits past the early ones (long contexts)
+            const float4 xs = po[(i64)s * V];
             const float w = s_w[s];
-            num.x = fmaf(w, x.x, num.x);
-            num.y = fmaf(w, x.y, num.y);
-            num.z = fmaf(w, x.z, num.z);
-            num.w = fmaf(w, x.w, num.w);
+            num.x = fmaf(w, xs.x, num.x);
+            num.y = fmaf(w, xs.y, num.y);
+            num.z = fmaf(w, xs.z, num.z);
+            num.w = fmaf(w, xs.w, num.w);
         }
         reinterpret_cast<float4 *>(s_sum)[p * V + v] = num;
     }
