@@ -136,8 +136,10 @@ def make_paged_attention(lib: KernelLibrary):
                                                      pos.contiguous(), part_o, part_ml, T, Hq, Hk, bs, S, C,
                                                      rule, q.stride(0), float(scale), out, ctr)
             return out
-        mod[f"attention_split_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt, pos.contiguous(),
-                                         part_o, part_ml, T, Hq, Hk, bs, S, C, rule, q.stride(0), float(scale))
+        form = "1" if rpb <= PASS_ROWS else ""  # the one-pass / two-pass entry point
+        mod[f"attention_split{form}_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt,
+                                                pos.contiguous(), part_o, part_ml, T, Hq, Hk, bs, S, C, rule,
+                                                q.stride(0), float(scale))
         mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, rule, D)
         return out
 

@@ -38,7 +38,7 @@ def _family_names(suffix: str) -> list[str]:
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "argmax_part", "attention_combine", "gdn_gates",
                                           "sigmoid_mul")]
-    names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "_combine")]
+    names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "1", "_combine")]
     names += [f"{op}_{suffix}" for op in FUSED_KERNELS]
     names += [n.format(s=suffix) for n in KVQ_KERNELS]
     names += [n.format(s=suffix) for n in GDN_KERNELS]

@@ -420,7 +420,10 @@ __device__ __forceinline__ void combine_in_last_block(const float *part_o, const
 // attn5) the one-pass form was faster for 4-row blocks, and slower for 6-8 rows (27B decode, verify), whether it
 // took them in passes of 4 or held 8 rows' accumulators (fewer blocks an SM). NINFER_ATTN_TWO_PASS (measurements
 // only): the two-pass form for every block, as before.
-template <typename T, int D, int R, int CMAX, int NW, bool COMBINE>
+// FORM: 1 the one-pass form only, 2 the two-pass form only (separate entry points: a kernel holding both forms
+// took 141 registers instead of 128, one block fewer an SM for the two-pass launches, verify 8-10 % slower at
+// 4-16K in attn5's call 2), 0 either by the block's rows (the merged split + combine).
+template <typename T, int D, int R, int CMAX, int NW, bool COMBINE, int FORM = 0>
 __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
                                                 const T *__restrict__ v_cache, const int *__restrict__ block_table,
                                                 const i64 *__restrict__ positions, float *part_o, float *part_ml,
@@ -446,7 +449,7 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
     } else {
 #ifndef NINFER_ATTN_TWO_PASS
         constexpr int PR = NINFER_ATTN_PASS_ROWS < R ? NINFER_ATTN_PASS_ROWS : R;
-        if (nr <= PR) {  // decode of up to 4 q heads per kv head (Llama-3-8B): the one-pass form
+        if (FORM == 1 || (FORM == 0 && nr <= PR)) {  // decode of up to 4 q heads a kv head (Llama-3-8B): one pass
             split_pass<T, D, PR, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, positions, bs, S,
                                      q_stride, scale, row0, nr, key0, nkeys, smem);
         } else

@@ -100,7 +100,14 @@
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
         int ntok, int Hq, int Hk, int bs, int S_, int C, int cmin, int q_stride, float scale) {         \
         ninfer::pdl_enter();                                                                            \
-        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false>(    \
+        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false, 2>( \
+            q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, cmin, q_stride, scale, nullptr, nullptr); \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split1_##S##_d##D(   \
+        const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
+        int ntok, int Hq, int Hk, int bs, int S_, int C, int cmin, int q_stride, float scale) {         \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false, 1>( \
             q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, cmin, q_stride, scale, nullptr, nullptr); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_combine_##S##_d##D( \

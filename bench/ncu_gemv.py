@@ -1,0 +1,48 @@
+"""Decode GEMVs to profile with Nsight Compute (hardware counters): one-token bf16 GEMVs of the Qwen3.5-27B and
+Llama-3-8B shapes and the quantised ones (int4 / int8 groupwise, group 128), each launched eagerly a few times
+after a warm-up, nothing else on the GPU. Run under ncu, e.g.
+
+    ncu --clock-control none -k regex:'gemv|qmma|qmsk' --launch-skip 7 --launch-count 7 \\
+        --section SpeedOfLight --section Occupancy --section WarpStateStats python bench/ncu_gemv.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quant import random_quant  # noqa: E402
+
+from ninfer.backends import installed_backends  # noqa: E402
+from ninfer.kernels.ops import make_ops  # noqa: E402
+from ninfer.quant import gpu  # noqa: E402
+
+BF16 = [("linear", 16480, 5120), ("linear", 5120, 17408), ("linear", 4096, 4096), ("linear_silu_mul", 34816, 5120)]
+QUANT = [(4, 34816, 5120), (4, 5120, 17408), (8, 28672, 4096)]
+
+
+def main():
+    ops = make_ops(installed_backends()["sm90"].kernels)
+    calls = []
+    for op, n, k in BF16:
+        W = (torch.randn(n, k, device="cuda") * k ** -0.5).to(torch.bfloat16)
+        x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+        calls.append((f"bf16 {op} {n}x{k}", lambda W=W, x=x, op=op: ops[op](x, W)))
+    for bits, n, k in QUANT:
+        w = gpu.prepare(random_quant(n, k, bits))
+        x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+        calls.append((f"int{bits} {n}x{k}", lambda w=w, x=x: gpu.quant_linear(x, w)))
+    for _, f in calls:  # warm-up: compiles, allocator (7 launches: ncu skips them)
+        f()
+    torch.cuda.synchronize()
+    for label, f in calls:  # profiled: one launch of each, in this order
+        print(label, flush=True)
+        f()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
