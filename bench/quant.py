@@ -57,9 +57,11 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmsk split, 128-thread blocks": dict(block=128),
     "qmsk split, >= 16 chunks a warp": dict(min_chunks=16),
     "qmma per tile, sweep's best per shape": dict(split=()),
-    "default, QM_U=2": dict(split=(16,), extra=("-DQM_U=2",)),  # session 5: fewer registers (ncu: 74 a thread for
-    "default, QM_U=3": dict(split=(16,), extra=("-DQM_U=3",)),  # int4, 24 warps an SM, issue slots half idle)
-    "default, maxrregcount 64": dict(split=(16,), extra=("--maxrregcount=64",)),
+    # session 5 (ncu: int4 at 74 registers a thread, 24 warps an SM, issue slots half idle): the default is QM_U=3
+    "default, QM_U=2": dict(split=(16,), extra=("-DQM_U=2",)),
+    "default, QM_U=3": dict(split=(16,), extra=("-DQM_U=3",)),  # = the default since session 5
+    "QM_U=4 (the default before session 5)": dict(split=(16,), extra=("-DQM_U=4",)),
+    "QM_U=4, maxrregcount 64": dict(split=(16,), extra=("-DQM_U=4", "--maxrregcount=64")),
 }
 QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
 

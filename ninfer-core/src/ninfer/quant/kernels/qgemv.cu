@@ -113,7 +113,9 @@ QG_WIDTHS(bf16, __nv_bfloat16, 4)
 #if defined(QG_MMA)
 #ifndef QM_U
 #if defined(QM_REG_RING)
-#define QM_U 4  // chunks (16-byte weight loads) in flight per lane
+#define QM_U 3  // chunks (16-byte weight loads) in flight per lane: 3 keeps int4 at 64 registers, 32 warps an SM
+                // (74 and 24 with 4; Nsight Compute: issue-latency-bound). H200, 2026-12-03: e2e 27B W4A16 145.9
+                // vs 140.8 tok/s, 8B W8A16 317.2 vs 294.5 (bench/RESULTS.md)
 #else
 #define QM_U 8  // keep in step with ninfer.quant.gpu.SMEM_RING
 #endif
