@@ -62,6 +62,25 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "default, QM_U=3": dict(split=(16,), extra=("-DQM_U=3",)),  # = the default since session 5
     "QM_U=4 (the default before session 5)": dict(split=(16,), extra=("-DQM_U=4",)),
     "QM_U=4, maxrregcount 64": dict(split=(16,), extra=("-DQM_U=4", "--maxrregcount=64")),
+    # session 6: one token of int4 through qmv1 (raw codes, offsets off by chunk sums of the activations)
+    "default (qmv1 for one token)": dict(split=(16,)),
+    "qmma for one token (before qmv1)": dict(split=(16,), qmv1=False),
+    "qmma for 1..8 tokens (before qmv1 / qmv8)": dict(split=(16,), qmv1=False, qmv8=False),
+    "qmv1 burst 2, pipelined": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1")),
+    "qmv1 burst 4, pipelined": dict(split=(16,), extra=("-DQMV_BURST=4", "-DQMV_PIPE=1")),
+    "qmv1 burst 8": dict(split=(16,), extra=("-DQMV_BURST=8",)),
+    "qmv1 burst 4, 80 registers": dict(split=(16,), extra=("-DQMV_MAXREG=80",)),
+    "qmv1 burst 4, 72 registers": dict(split=(16,), extra=("-DQMV_MAXREG=72",)),
+    "qmv1 burst 4, 80 registers, L2 prefetch 1 ahead": dict(split=(16,), extra=("-DQMV_MAXREG=80", "-DQMV_L2PF=1")),
+    "qmv1 burst 4, 80 registers, L2 prefetch 2 ahead": dict(split=(16,), extra=("-DQMV_MAXREG=80", "-DQMV_L2PF=2")),
+    "qmv1 burst 4, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128",)),
+    "qmv1 burst 8, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128", "-DQMV_BURST=8")),
+    "qmv1 burst 4 pipelined, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128", "-DQMV_PIPE=1")),
+    "qmv1 burst 2": dict(split=(16,), extra=("-DQMV_BURST=2",)),
+    "qmv1, int4 subtracting per code": dict(split=(16,), extra=("-DQMV_NORAW",)),
+    "qmv1, 4 warps a tile": dict(split=(16,), qmv_warps=4),
+    "qmv1, 8 warps a tile": dict(split=(16,), qmv_warps=8),
+    "qmv1, 16 warps a tile": dict(split=(16,), qmv_warps=16),
 }
 QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
 
@@ -78,6 +97,9 @@ def variant(label: str):
     gpu.SPLIT_WIDTHS = set(v.get("split", (8, 16))) if label else {16}
     gpu.SK_BLOCK = v.get("block", 32)
     gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
+    gpu.QMV1 = v.get("qmv1", True)
+    gpu.QMV8 = v.get("qmv8", True)
+    gpu.QMV_WARPS = v.get("qmv_warps")
 
 
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):

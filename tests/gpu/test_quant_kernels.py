@@ -167,6 +167,68 @@ def test_tensor_core_kernel_act_order_and_graph_capture():
     assert ((y2.float() - ref).norm() / ref.norm()) < 1e-3
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 64, True), (4, 128, False), (4, 128, True), (4, 256, False),
+                                            (8, 32, False), (8, 128, True), (8, 128, False), (8, 256, True)])
+@pytest.mark.parametrize("warps", [4, 8, 16])
+@pytest.mark.parametrize("n,k", [(1000, 1536), (200, 3840), (48, 256)])
+@pytest.mark.parametrize("tokens", [1, 3, 8])
+def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym, warps, n, k, tokens, monkeypatch):
+    """The burst kernels (qmv1: one token; qmv8: up to 8) against float32 and beside qmma on the same data; rows not a
+    multiple of 16, bursts not a multiple of the warps, more warps than bursts. Outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, scale_dtype, warps + n))
+    assert q.packing == "tiles16" and gpu.qmv1_covers(q)
+    x = torch.randn(tokens, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    ref = x.float() @ dequantize(q).t() + bias.float()
+    launched = []
+    name = gpu.qmv1_kernel_name
+    monkeypatch.setattr(gpu, "qmv1_kernel_name", lambda *a, **kw: launched.append(a) or name(*a, **kw))
+    gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, ())
+    try:
+        _poison()
+        y = gpu.quant_linear(x, q, bias)
+        assert len(launched) == 1  # served by qmv1 / qmv8
+        gpu.QMV1 = gpu.QMV8 = False
+        _poison()
+        y_qmma = gpu.quant_linear(x, q, bias)
+    finally:
+        gpu.QMV1 = gpu.QMV8 = True
+        gpu.CONFIG_OVERRIDE.clear()
+    assert len(launched) == 1  # and qmma the second
+    for out in (y, y_qmma):
+        err = (out.float() - ref).norm() / ref.norm()
+        assert err < tol, float(err)
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_burst_kernel_in_a_cuda_graph(bits, tokens):
+    """qmv1 / qmv8 captured in a CUDA graph replay right on new activations."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(5120, 17408, bits, 128, True, torch.bfloat16, 3))
+    x = torch.randn(tokens, 17408, device="cuda", dtype=torch.bfloat16)
+    gpu.quant_linear(x, q)  # loaded before the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = gpu.quant_linear(x, q)
+    dq = dequantize(q)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x.copy_(torch.randn(tokens, 17408, device="cuda"))
+        g.replay()
+        torch.cuda.synchronize()
+        ref = x.float() @ dq.t()
+        assert ((y.float() - ref).norm() / ref.norm()) < 1e-2
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 96, False), (8, 128, False), (8, 96, True)])
 @pytest.mark.parametrize("warps", [1, 3, 5, 7])

@@ -57,6 +57,14 @@ SMEM_RING = 8  # chunks in flight per lane in qmma's shared-memory ring (its QM_
 # NINFER_QMMA_SPLIT = 16 (default) | all | none.
 SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.environ.get("NINFER_QMMA_SPLIT", "16"),
                                                                           {16})
+# The burst form (qmv1_* one token, kernels/qgemv.cu): each warp reads QMV_BURST consecutive chunks at once, for groups
+# of whole chunks x 2^j. Measured on the H200 (bench/RESULTS.md, 2026-12-03 session 6, GEMV only): int8 0.86 of copy
+# bandwidth against qmma's 0.73, int4 0.70 against 0.61. NINFER_QMV1=0 keeps one token on qmma.
+QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "off")
+# 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
+QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
+QMV_BURST = 4  # chunks a warp loads at once (kernels/qgemv.cu QMV_BURST)
+QMV_WARPS: int | None = None  # bench/quant.py: warps a tile for qmv1 instead of mma_warps' choice
 SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
 SK_MIN_CHUNKS = 4  # at least this many 512-byte chunks a warp
 SK_SPLITS: int | None = None  # bench/quant.py and the tests: a fixed number of parts a tile
@@ -102,12 +110,29 @@ def mma_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zer
             f"{'zp' if zero_point else 'sym'}_t{width}")
 
 
+def qmv1_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, one: bool = True) -> str:
+    return f"qmv{1 if one else 8}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}"
+
+
+def qmv1_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
+    """Whether the burst kernel (qmv1 / qmv8) serves a tiled weight (built with the -DQMV_ options ``extra``): groups
+    of whole chunks (64 int4 / 32 int8 codes) times a power of two, K a whole number of bursts (QMV_BURST chunks)."""
+    burst = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BURST=")), QMV_BURST)
+    chunk = tile_chunk(w.bits)
+    cpg = w.group_size // chunk
+    return (w.bits in (4, 8) and w.group_size % chunk == 0 and cpg & (cpg - 1) == 0
+            and all(o.startswith("-DQMV_") for o in extra)
+            and w.in_features % (chunk * burst) == 0)
+
+
 def kernel_names(arch: str) -> list[str]:
     dts = ("f16",) if arch == "sm_75" else ("f16", "bf16")
     names = [f"qgemv_{s}_b{b}_t{t}" for s in dts for b in (8, 4) for t in WIDTHS]
     if _has_mma(arch):
         names += [mma_kernel_name(d, sd, b, z, t, sk) for d in _SUFFIX for sd in _SUFFIX for b in (8, 4)
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
+        names += [qmv1_kernel_name(d, sd, b, z, one) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
+                  for z in (False, True) for one in (True, False)]
     return names
 
 
@@ -286,6 +311,11 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         tiles = -(-n // TILE_ROWS)
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
         extra = tuple(extra) + BENCH_EXTRA
+        if (QMV1 if t == 1 else QMV8 and t <= 8) and BENCH_SOURCE is None and qmv1_covers(w, extra):
+            kernel = _module(x.device, extra)[qmv1_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, t == 1)]
+            args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
+            kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
+            return y.view(*x.shape[:-1], n)
         width = 8 if t <= 8 else 16
         if (width in SPLIT_WIDTHS and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra
                 and (n, k, w.bits) not in CONFIG_OVERRIDE):

@@ -715,6 +715,144 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
     }
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Decode form of qmma for one token (qmv1_*) and up to 8 (qmv8_*; see ninfer.quant.gpu.QMV1): the same tiles,
+// dequantisation and block per tile, but each warp reads its weights in bursts of QMV_BURST consecutive chunks (QMV_BURST x 512 contiguous bytes,
+// loaded together, then used), bursts interleaved over the block's warps, as the bf16 GEMV reads (a ring refilled one
+// 512-byte load at a time lost 15 % on that kernel, bench/RESULTS.md session 5); activations a chunk at a time from L1.
+// Measured on the H200 against qmma's ring (bench/RESULTS.md, 2026-12-03 session 6): GEMV-only int8 0.86 vs 0.73 of
+// copy bandwidth, int4 0.70 vs 0.61. Bench variants: -DQMV_PIPE=1 (the next burst in flight while one is used),
+// -DQMV_L2PF=d (L2 prefetch d rounds ahead), -DQMV_MAXREG: each slower there. (Raw codes into the MMA with the offset
+// taken off by the chunks' activation sums, 18 fewer instructions a chunk, were slower too: not kept.)
+// Groups are whole chunks (G = CHUNK 2^j); K a multiple of CHUNK QMV_BURST.
+#ifndef QMV_BURST
+#define QMV_BURST 4
+#endif
+// Registers a thread, by bits (-DQMV_MAXREG sets both): measured on the H200 (bench/RESULTS.md, 2026-12-03 session 6,
+// GEMV only): int4 0.666 of copy bandwidth at 80 (24 warps an SM), 0.660 at 72, 0.639 at 64 (spills), 0.590 uncapped
+// (82: 20 warps); int8 0.859 at 64 (32 warps), 0.802 at 80.
+#ifdef QMV_MAXREG
+#define QMV_MAXREG4 QMV_MAXREG
+#define QMV_MAXREG8 QMV_MAXREG
+#endif
+#ifndef QMV_MAXREG4
+#define QMV_MAXREG4 80
+#endif
+#ifndef QMV_MAXREG8
+#define QMV_MAXREG8 64
+#endif
+#ifndef QMV_L2PF  // > 0: each burst asks L2 for the warp's burst QMV_L2PF rounds ahead (prefetch.global.L2, no registers)
+#define QMV_L2PF 0
+#endif
+#ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
+#define QMV_PIPE 0
+#endif
+// ONE: one token (qmv1_*); otherwise 1..8 (qmv8_*): the B fragment's column g is token g (past ntok the last repeats).
+template <typename T, typename ST, int BITS, bool ZP, bool ONE>
+__device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
+                                    const unsigned short *__restrict__ Zp, const T *__restrict__ x,
+                                    const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok) {
+    constexpr int B = QMV_BURST;
+    constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
+    constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
+    constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
+    constexpr int NACC = ONE ? 2 : 4;  // ONE: rows g, g + 8 of column 2t; else also column 2t + 1
+    __shared__ float red_s[QM_MAX_WARPS][NACC][32];
+    const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane >> 2, t = lane & 3;
+    const int tile = blockIdx.x;
+    const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
+    const int lg = __ffs(G) - (BITS == 4 ? 7 : 6);  // log2(G / CHUNK)
+    const uint4 *Wt = Wp + (i64)tile * nchunk * 32 + lane;
+    const unsigned *St = Sp + (i64)tile * ng * 8 + g;
+    const unsigned short *Zt = ZP ? Zp + (i64)tile * ng * 8 + g : nullptr;
+    const uint4 *xt = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(g, ntok - 1) * K) + 8 * t);
+    uint4 wv[B];
+    unsigned sv[B], zv[B];
+    auto fetch = [&](int b) {  // burst b: chunks B b .. B b + B - 1, contiguous
+#pragma unroll
+        for (int u = 0; u < B; u++) {
+            qm_load_w(wv[u], Wt + (i64)(b * B + u) * 32, true);
+            const int gi = (b * B + u) >> lg;
+            sv[u] = __ldg(St + gi * 8);
+            zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
+        }
+    };
+#pragma unroll
+    for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
+    int b = warp;
+    if (b < nburst) fetch(b);
+    pdl_stream_enter();
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};  // D fragment: rows g, g + 8 x columns (tokens) 2t, 2t + 1
+    for (; b < nburst; b += warps) {
+        if (QMV_L2PF > 0 && lane < 4 * B && b + QMV_L2PF * warps < nburst) {  // 4 B lines of 128 bytes a burst
+            const char *pf = reinterpret_cast<const char *>(Wp + ((i64)tile * nchunk + (i64)(b + QMV_L2PF * warps) * B)
+                                                            * 32) + lane * 128;
+            asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
+        }
+        if (!QMV_PIPE && b != warp) fetch(b);
+        uint4 wc[B];
+        unsigned sc[B], zc[B];
+#pragma unroll
+        for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
+        if (QMV_PIPE && b + warps < nburst) fetch(b + warps);  // the next burst in flight while this one is used
+#pragma unroll
+        for (int u = 0; u < B; u++) {
+            const int c = b * B + u;
+            uint4 xv[HALVES];  // this chunk's activations (L1), loaded here: loaded ahead they would hold registers
+#pragma unroll
+            for (int h = 0; h < HALVES; h++) qm_load_x(xv[h], xt + c * (CHUNK / 8) + 4 * h, true);
+            const unsigned words[4] = {wc[u].x, wc[u].y, wc[u].z, wc[u].w};
+            float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+            QmDeq<T, BITS> dq;
+            dq.init(zc[u]);
+#pragma unroll
+            for (int h = 0; h < HALVES; h++) {
+                const unsigned xw[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
+#pragma unroll
+                for (int s2 = 0; s2 < 2; s2++) {
+                    unsigned a[4];
+                    dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
+                    qm_mma(tmp, a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+                }
+            }
+            const float s0 = qm_scale(sc[u] & 0xFFFFu, (const ST *)nullptr);
+            const float s1 = qm_scale_hi(sc[u], (const ST *)nullptr);
+            acc[0] = fmaf(s0, tmp[0], acc[0]);
+            acc[2] = fmaf(s1, tmp[2], acc[2]);
+            if (!ONE) {
+                acc[1] = fmaf(s0, tmp[1], acc[1]);
+                acc[3] = fmaf(s1, tmp[3], acc[3]);
+            }
+        }
+    }
+    constexpr int IDX[4] = {0, 2, 1, 3};  // acc index of slot i: ONE keeps slots 0, 1
+    if (warps > 1) {
+#pragma unroll
+        for (int i = 0; i < NACC; i++) red_s[warp][i][lane] = acc[IDX[i]];
+        __syncthreads();
+        if (warp != 0) return;
+#pragma unroll
+        for (int i = 0; i < NACC; i++) {
+            float v = red_s[0][i][lane];
+            for (int w = 1; w < warps; w++) v += red_s[w][i][lane];
+            acc[IDX[i]] = v;
+        }
+    }
+    if (ONE && t != 0) return;  // lane (g, 0) holds rows g, g + 8 of token 0
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int n = tile * 16 + g + 8 * r;
+        if (n >= N) continue;
+        const float bb = bias ? to_f(bias[n]) : 0.f;
+#pragma unroll
+        for (int j = 0; j < (ONE ? 1 : 2); j++) {
+            const int tok = 2 * t + j;
+            if (tok < ntok) y[(i64)tok * N + n] = from_f<T>(acc[2 * r + j] + bb);
+        }
+    }
+}
+
 }  // namespace ninfer
 
 #define QM_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                        \
@@ -737,6 +875,21 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
             ninfer::qmsk<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, part, cnt, N, K, G, ntok, S);        \
     }
 
+#define QMV1_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                  \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1_##S##_s##SS##_b##B##_##ZN(                   \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G) {                                                                                     \
+        ninfer::qmv<T, ST, B, Z, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1);                                    \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G, int ntok) {                                                                           \
+        ninfer::qmv<T, ST, B, Z, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                \
+    }
+#define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp)
+#define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
+    QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)
+
 #define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16) \
     QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16)
 #define QM_ZP(S, T, SS, ST, B) QM_WIDTHS(S, T, SS, ST, B, false, sym) QM_WIDTHS(S, T, SS, ST, B, true, zp)
@@ -748,6 +901,8 @@ QM_WIDTHS(bf16, __nv_bfloat16, f16, __half, 8, false, sym)
 #else
 QM_SCALES(f16, __half, 4)
 QM_SCALES(f16, __half, 8)
+QMV1_ALL(f16, __half)
+QMV1_ALL(bf16, __nv_bfloat16)
 QM_SCALES(bf16, __nv_bfloat16, 4)
 QM_SCALES(bf16, __nv_bfloat16, 8)
 #endif
