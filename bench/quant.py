@@ -66,6 +66,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "default (qmv1 for one token)": dict(split=(16,)),
     "qmma for one token (before qmv1)": dict(split=(16,), qmv1=False),
     "qmma for 1..8 tokens (before qmv1 / qmv8)": dict(split=(16,), qmv1=False, qmv8=False),
+    "qmv16 for 9..16 tokens": dict(split=(16,), qmv16=True),
+    "int4 64 registers": dict(split=(16,), extra=("-DQMV_MAXREG4=64",)),
+    "int4 72 registers": dict(split=(16,), extra=("-DQMV_MAXREG4=72",)),
     "qmv1 burst 2, pipelined": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1")),
     "qmv1 burst 4, pipelined": dict(split=(16,), extra=("-DQMV_BURST=4", "-DQMV_PIPE=1")),
     "qmv1 burst 8": dict(split=(16,), extra=("-DQMV_BURST=8",)),
@@ -99,6 +102,7 @@ def variant(label: str):
     gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
     gpu.QMV1 = v.get("qmv1", True)
     gpu.QMV8 = v.get("qmv8", True)
+    gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
 
 

@@ -173,9 +173,9 @@ def test_tensor_core_kernel_act_order_and_graph_capture():
                                             (8, 32, False), (8, 128, True), (8, 128, False), (8, 256, True)])
 @pytest.mark.parametrize("warps", [4, 8, 16])
 @pytest.mark.parametrize("n,k", [(1000, 1536), (200, 3840), (48, 256)])
-@pytest.mark.parametrize("tokens", [1, 3, 8])
+@pytest.mark.parametrize("tokens", [1, 3, 8, 12, 16])
 def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym, warps, n, k, tokens, monkeypatch):
-    """The burst kernels (qmv1: one token; qmv8: up to 8) against float32 and beside qmma on the same data; rows not a
+    """The burst kernels (qmv1: one token; qmv8: up to 8; qmv16: up to 16) against float32 and beside qmma on the same data; rows not a
     multiple of 16, bursts not a multiple of the warps, more warps than bursts. Outputs poisoned."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
@@ -188,16 +188,18 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
     launched = []
     name = gpu.qmv1_kernel_name
     monkeypatch.setattr(gpu, "qmv1_kernel_name", lambda *a, **kw: launched.append(a) or name(*a, **kw))
+    monkeypatch.setattr(gpu, "QMV16", True)
     gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, ())
     try:
         _poison()
         y = gpu.quant_linear(x, q, bias)
         assert len(launched) == 1  # served by qmv1 / qmv8
-        gpu.QMV1 = gpu.QMV8 = False
+        gpu.QMV1 = gpu.QMV8 = gpu.QMV16 = False
         _poison()
         y_qmma = gpu.quant_linear(x, q, bias)
     finally:
         gpu.QMV1 = gpu.QMV8 = True
+        gpu.QMV16 = True  # monkeypatch restores the default after the test
         gpu.CONFIG_OVERRIDE.clear()
     assert len(launched) == 1  # and qmma the second
     for out in (y, y_qmma):
@@ -206,12 +208,13 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
 
 
 @pytest.mark.parametrize("bits", [4, 8])
-@pytest.mark.parametrize("tokens", [1, 5])
-def test_burst_kernel_in_a_cuda_graph(bits, tokens):
-    """qmv1 / qmv8 captured in a CUDA graph replay right on new activations."""
+@pytest.mark.parametrize("tokens", [1, 5, 16])
+def test_burst_kernel_in_a_cuda_graph(bits, tokens, monkeypatch):
+    """qmv1 / qmv8 / qmv16 captured in a CUDA graph replay right on new activations."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
 
+    monkeypatch.setattr(gpu, "QMV16", True)
     q = gpu.prepare(_tiled_case(5120, 17408, bits, 128, True, torch.bfloat16, 3))
     x = torch.randn(tokens, 17408, device="cuda", dtype=torch.bfloat16)
     gpu.quant_linear(x, q)  # loaded before the capture

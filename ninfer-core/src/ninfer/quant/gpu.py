@@ -63,6 +63,8 @@ SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.envi
 QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "off")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
+# 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
+QMV16: bool = os.environ.get("NINFER_QMV16", "0").lower() not in ("0", "false", "off")
 QMV_BURST = 4  # chunks a warp loads at once (kernels/qgemv.cu QMV_BURST)
 QMV_WARPS: int | None = None  # bench/quant.py: warps a tile for qmv1 instead of mma_warps' choice
 SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
@@ -110,8 +112,9 @@ def mma_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zer
             f"{'zp' if zero_point else 'sym'}_t{width}")
 
 
-def qmv1_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, one: bool = True) -> str:
-    return f"qmv{1 if one else 8}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}"
+def qmv1_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int = 1) -> str:
+    """The burst kernel for ``width`` = 1, 8 or 16 tokens (qmv1_*, qmv8_*, qmv16_*)."""
+    return f"qmv{width}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}"
 
 
 def qmv1_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
@@ -131,8 +134,8 @@ def kernel_names(arch: str) -> list[str]:
     if _has_mma(arch):
         names += [mma_kernel_name(d, sd, b, z, t, sk) for d in _SUFFIX for sd in _SUFFIX for b in (8, 4)
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
-        names += [qmv1_kernel_name(d, sd, b, z, one) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
-                  for z in (False, True) for one in (True, False)]
+        names += [qmv1_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
+                  for z in (False, True) for wd in (1, 8, 16)]
     return names
 
 
@@ -311,8 +314,9 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         tiles = -(-n // TILE_ROWS)
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
         extra = tuple(extra) + BENCH_EXTRA
-        if (QMV1 if t == 1 else QMV8 and t <= 8) and BENCH_SOURCE is None and qmv1_covers(w, extra):
-            kernel = _module(x.device, extra)[qmv1_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, t == 1)]
+        qw = 1 if t == 1 else 8 if t <= 8 else 16
+        if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv1_covers(w, extra):
+            kernel = _module(x.device, extra)[qmv1_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
             kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
             return y.view(*x.shape[:-1], n)

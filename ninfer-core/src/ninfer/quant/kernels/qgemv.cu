@@ -741,14 +741,18 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_MAXREG8
 #define QMV_MAXREG8 64
 #endif
+#ifndef QMV_MAXREG16  // the 16-token form (both widths): not tuned
+#define QMV_MAXREG16 128
+#endif
 #ifndef QMV_L2PF  // > 0: each burst asks L2 for the warp's burst QMV_L2PF rounds ahead (prefetch.global.L2, no registers)
 #define QMV_L2PF 0
 #endif
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
-// ONE: one token (qmv1_*); otherwise 1..8 (qmv8_*): the B fragment's column g is token g (past ntok the last repeats).
-template <typename T, typename ST, int BITS, bool ZP, bool ONE>
+// NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
+// of set s token 8 s + g (past ntok the last repeats).
+template <typename T, typename ST, int BITS, bool ZP, int NS>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok) {
@@ -756,8 +760,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
     constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
-    constexpr int NACC = ONE ? 2 : 4;  // ONE: rows g, g + 8 of column 2t; else also column 2t + 1
-    __shared__ float red_s[QM_MAX_WARPS][NACC][32];
+    constexpr bool ONE = NS == 0;
+    constexpr int SETS = ONE ? 1 : NS;
+    constexpr int NACC = ONE ? 2 : 4;  // a set's accumulators kept: ONE rows g, g + 8 of column 2t; else also 2t + 1
+    __shared__ float red_s[QM_MAX_WARPS][SETS * NACC][32];
     const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x;
@@ -766,7 +772,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     const uint4 *Wt = Wp + (i64)tile * nchunk * 32 + lane;
     const unsigned *St = Sp + (i64)tile * ng * 8 + g;
     const unsigned short *Zt = ZP ? Zp + (i64)tile * ng * 8 + g : nullptr;
-    const uint4 *xt = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(g, ntok - 1) * K) + 8 * t);
+    const uint4 *xt[SETS];
+#pragma unroll
+    for (int s = 0; s < SETS; s++)
+        xt[s] = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(8 * s + g, ntok - 1) * K) + 8 * t);
     uint4 wv[B];
     unsigned sv[B], zv[B];
     auto fetch = [&](int b) {  // burst b: chunks B b .. B b + B - 1, contiguous
@@ -783,7 +792,9 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     int b = warp;
     if (b < nburst) fetch(b);
     pdl_stream_enter();
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};  // D fragment: rows g, g + 8 x columns (tokens) 2t, 2t + 1
+    float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
+#pragma unroll
+    for (int s = 0; s < SETS; s++) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.f;
     for (; b < nburst; b += warps) {
         if (QMV_L2PF > 0 && lane < 4 * B && b + QMV_L2PF * warps < nburst) {  // 4 B lines of 128 bytes a burst
             const char *pf = reinterpret_cast<const char *>(Wp + ((i64)tile * nchunk + (i64)(b + QMV_L2PF * warps) * B)
@@ -799,45 +810,59 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
         for (int u = 0; u < B; u++) {
             const int c = b * B + u;
-            uint4 xv[HALVES];  // this chunk's activations (L1), loaded here: loaded ahead they would hold registers
+            uint4 xv[SETS][HALVES];  // this chunk's activations (L1), loaded here: ahead they would hold registers
 #pragma unroll
-            for (int h = 0; h < HALVES; h++) qm_load_x(xv[h], xt + c * (CHUNK / 8) + 4 * h, true);
+            for (int s = 0; s < SETS; s++)
+#pragma unroll
+                for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
             const unsigned words[4] = {wc[u].x, wc[u].y, wc[u].z, wc[u].w};
-            float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+            float tmp[SETS][4];
+#pragma unroll
+            for (int s = 0; s < SETS; s++) tmp[s][0] = tmp[s][1] = tmp[s][2] = tmp[s][3] = 0.f;
             QmDeq<T, BITS> dq;
             dq.init(zc[u]);
 #pragma unroll
             for (int h = 0; h < HALVES; h++) {
-                const unsigned xw[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
 #pragma unroll
                 for (int s2 = 0; s2 < 2; s2++) {
                     unsigned a[4];
                     dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
-                    qm_mma(tmp, a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+#pragma unroll
+                    for (int s = 0; s < SETS; s++) {
+                        const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
+                        qm_mma(tmp[s], a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+                    }
                 }
             }
             const float s0 = qm_scale(sc[u] & 0xFFFFu, (const ST *)nullptr);
             const float s1 = qm_scale_hi(sc[u], (const ST *)nullptr);
-            acc[0] = fmaf(s0, tmp[0], acc[0]);
-            acc[2] = fmaf(s1, tmp[2], acc[2]);
-            if (!ONE) {
-                acc[1] = fmaf(s0, tmp[1], acc[1]);
-                acc[3] = fmaf(s1, tmp[3], acc[3]);
+#pragma unroll
+            for (int s = 0; s < SETS; s++) {
+                acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
+                acc[s][2] = fmaf(s1, tmp[s][2], acc[s][2]);
+                if (!ONE) {
+                    acc[s][1] = fmaf(s0, tmp[s][1], acc[s][1]);
+                    acc[s][3] = fmaf(s1, tmp[s][3], acc[s][3]);
+                }
             }
         }
     }
     constexpr int IDX[4] = {0, 2, 1, 3};  // acc index of slot i: ONE keeps slots 0, 1
     if (warps > 1) {
 #pragma unroll
-        for (int i = 0; i < NACC; i++) red_s[warp][i][lane] = acc[IDX[i]];
+        for (int s = 0; s < SETS; s++)
+#pragma unroll
+            for (int i = 0; i < NACC; i++) red_s[warp][s * NACC + i][lane] = acc[s][IDX[i]];
         __syncthreads();
         if (warp != 0) return;
 #pragma unroll
-        for (int i = 0; i < NACC; i++) {
-            float v = red_s[0][i][lane];
-            for (int w = 1; w < warps; w++) v += red_s[w][i][lane];
-            acc[IDX[i]] = v;
-        }
+        for (int s = 0; s < SETS; s++)
+#pragma unroll
+            for (int i = 0; i < NACC; i++) {
+                float v = red_s[0][s * NACC + i][lane];
+                for (int w = 1; w < warps; w++) v += red_s[w][s * NACC + i][lane];
+                acc[s][IDX[i]] = v;
+            }
     }
     if (ONE && t != 0) return;  // lane (g, 0) holds rows g, g + 8 of token 0
 #pragma unroll
@@ -846,10 +871,12 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         if (n >= N) continue;
         const float bb = bias ? to_f(bias[n]) : 0.f;
 #pragma unroll
-        for (int j = 0; j < (ONE ? 1 : 2); j++) {
-            const int tok = 2 * t + j;
-            if (tok < ntok) y[(i64)tok * N + n] = from_f<T>(acc[2 * r + j] + bb);
-        }
+        for (int s = 0; s < SETS; s++)
+#pragma unroll
+            for (int j = 0; j < (ONE ? 1 : 2); j++) {
+                const int tok = 8 * s + 2 * t + j;
+                if (tok < ntok) y[(i64)tok * N + n] = from_f<T>(acc[s][2 * r + j] + bb);
+            }
     }
 }
 
@@ -879,12 +906,17 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G) {                                                                                     \
-        ninfer::qmv<T, ST, B, Z, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1);                                    \
+        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1);                                       \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G, int ntok) {                                                                           \
-        ninfer::qmv<T, ST, B, Z, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                \
+        ninfer::qmv<T, ST, B, Z, 1>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                    \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG16) qmv16_##S##_s##SS##_b##B##_##ZN(                   \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G, int ntok) {                                                                           \
+        ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                    \
     }
 #define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
