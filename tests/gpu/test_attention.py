@@ -13,26 +13,32 @@ from ninfer.reference import ops as ref
 TOL = 1e-2
 
 
+def _check_against_reference(backend, dtype, pool, bs, block_table, T, L, Hq, Hk, D):
+    """Random K/V pools and T queries at positions L-T .. L-1 through ``block_table``: the backend's paged attention
+    (outputs poisoned) against the float32 reference."""
+    ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
+    kc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+    vc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+    q = torch.randn(T, Hq, D, device="cuda").to(dtype)
+    positions = torch.arange(L - T, L, device="cuda")
+    scale = D ** -0.5
+    poison_allocator()
+    out = ops.paged_attention(q, kc, vc, block_table, positions, scale)
+    want = ref.paged_attention(q.float(), kc.float(), vc.float(), block_table, positions, scale)
+    assert out.shape == (T, Hq, D) and out.dtype == dtype
+    assert rel_l2(out, want) < TOL
+
+
 @pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (24, 4, 256), (16, 16, 64)])
 @pytest.mark.parametrize("T,L", [(1, 1), (1, 137), (1, 8192), (4, 600), (16, 8192), (16, 16), (40, 1000), (300, 300)])
 @pytest.mark.parametrize("bs", [16, 64])
 def test_paged_attention(backend, Hq, Hk, D, T, L, bs):
     """T new queries at positions L-T .. L-1 over a context of L keys; the block table has spare capacity."""
     for dtype in backend_dtypes(backend):
-        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
         capacity_blocks = (L + 500 + bs - 1) // bs
         pool = capacity_blocks + 7
-        kc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
-        vc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
         block_table = torch.randperm(pool, device="cuda")[:capacity_blocks].to(torch.int32)
-        q = torch.randn(T, Hq, D, device="cuda").to(dtype)
-        positions = torch.arange(L - T, L, device="cuda")
-        scale = D ** -0.5
-        poison_allocator()
-        out = ops.paged_attention(q, kc, vc, block_table, positions, scale)
-        want = ref.paged_attention(q.float(), kc.float(), vc.float(), block_table, positions, scale)
-        assert out.shape == (T, Hq, D) and out.dtype == dtype
-        assert rel_l2(out, want) < TOL
+        _check_against_reference(backend, dtype, pool, bs, block_table, T, L, Hq, Hk, D)
 
 
 @pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (24, 4, 256), (16, 16, 64)])
@@ -48,18 +54,8 @@ def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L, block_rows, monkeyp
     monkeypatch.setattr(attention, "BLOCK_ROWS", block_rows)
     bs = 64
     for dtype in backend_dtypes(backend):
-        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
         used = (L + bs - 1) // bs
         pool = used + 5
-        kc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
-        vc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
         block_table = torch.zeros(32768 // bs, device="cuda", dtype=torch.int32)
         block_table[:used] = torch.randperm(pool, device="cuda")[:used].to(torch.int32)
-        q = torch.randn(T, Hq, D, device="cuda").to(dtype)
-        positions = torch.arange(L - T, L, device="cuda")
-        scale = D ** -0.5
-        poison_allocator()
-        out = ops.paged_attention(q, kc, vc, block_table, positions, scale)
-        want = ref.paged_attention(q.float(), kc.float(), vc.float(), block_table, positions, scale)
-        assert out.shape == (T, Hq, D) and out.dtype == dtype
-        assert rel_l2(out, want) < TOL
+        _check_against_reference(backend, dtype, pool, bs, block_table, T, L, Hq, Hk, D)
