@@ -729,8 +729,8 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #define QMV_BURST 4
 #endif
 // Registers a thread, by bits (-DQMV_MAXREG sets both): measured on the H200 (bench/RESULTS.md, 2026-12-03 session 6,
-// GEMV only): int4 0.666 of copy bandwidth at 80 (24 warps an SM), 0.660 at 72, 0.639 at 64 (spills), 0.590 uncapped
-// (82: 20 warps); int8 0.859 at 64 (32 warps), 0.802 at 80.
+// GEMV only, fraction of copy bandwidth at 1 / 8 tokens): int4 0.675 / 0.621 at 80 (24 warps an SM), 0.659 / 0.567 at
+// 72, 0.663 / 0.489 at 64 (a spill); int8 0.859 at 64 (32 warps), 0.802 at 80 (one token).
 #ifdef QMV_MAXREG
 #define QMV_MAXREG4 QMV_MAXREG
 #define QMV_MAXREG8 QMV_MAXREG
@@ -741,7 +741,7 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_MAXREG8
 #define QMV_MAXREG8 64
 #endif
-#ifndef QMV_MAXREG16  // the 16-token form (both widths): not tuned
+#ifndef QMV_MAXREG16  // the 16-token form (both widths; off by default: slower than qmsk at 16 tokens, RESULTS)
 #define QMV_MAXREG16 128
 #endif
 #ifndef QMV_L2PF  // > 0: each burst asks L2 for the warp's burst QMV_L2PF rounds ahead (prefetch.global.L2, no registers)
