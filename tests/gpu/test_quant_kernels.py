@@ -181,13 +181,13 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
     from ninfer.quant.layout import dequantize
 
     q = gpu.prepare(_tiled_case(n, k, bits, group, sym, scale_dtype, warps + n))
-    assert q.packing == "tiles16" and gpu.qmv1_covers(q)
+    assert q.packing == "tiles16" and gpu.qmv_covers(q)
     x = torch.randn(tokens, k, device="cuda").to(dtype)
     bias = torch.randn(n, device="cuda").to(dtype)
     ref = x.float() @ dequantize(q).t() + bias.float()
     launched = []
-    name = gpu.qmv1_kernel_name
-    monkeypatch.setattr(gpu, "qmv1_kernel_name", lambda *a, **kw: launched.append(a) or name(*a, **kw))
+    name = gpu.qmv_kernel_name
+    monkeypatch.setattr(gpu, "qmv_kernel_name", lambda *a, **kw: launched.append(a) or name(*a, **kw))
     monkeypatch.setattr(gpu, "QMV16", True)
     gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, ())
     try:

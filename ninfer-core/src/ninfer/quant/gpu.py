@@ -8,7 +8,9 @@ repacked once into 16-row tiles
 of exact (u - z) codes, float32 accumulation. Its split form ``qmsk_*`` gives each warp one
 contiguous part of a tile, S parts a tile so that the grid's warps fill every SM evenly, the parts summed
 through a float32 workspace in a fixed order (the default for 9..16 tokens, SPLIT_WIDTHS); ``qmma_*`` gives each
-tile a block whose warps split K (the default for 1..8 tokens). Everything else (GGUF mins, group 16, float32 scales,
+tile a block whose warps split K, each warp keeping a ring of loads in flight; its burst form ``qmv1_*`` / ``qmv8_*``
+(the default for 1 / 2..8 tokens, where the weight covers it: see qmv_covers) has each warp load 4 consecutive chunks at
+once instead. Everything else (GGUF mins, group 16, float32 scales,
 sm_75) takes the CUDA-core kernel ``qgemv_*``.
 
 Registered for every GPU backend by name (``quant.plugin``); the shared headers come from
@@ -112,12 +114,12 @@ def mma_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zer
             f"{'zp' if zero_point else 'sym'}_t{width}")
 
 
-def qmv1_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int = 1) -> str:
+def qmv_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int = 1) -> str:
     """The burst kernel for ``width`` = 1, 8 or 16 tokens (qmv1_*, qmv8_*, qmv16_*)."""
     return f"qmv{width}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}"
 
 
-def qmv1_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
+def qmv_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
     """Whether the burst kernel (qmv1 / qmv8) serves a tiled weight (built with the -DQMV_ options ``extra``): groups
     of whole chunks (64 int4 / 32 int8 codes) times a power of two, K a whole number of bursts (QMV_BURST chunks)."""
     burst = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BURST=")), QMV_BURST)
@@ -134,7 +136,7 @@ def kernel_names(arch: str) -> list[str]:
     if _has_mma(arch):
         names += [mma_kernel_name(d, sd, b, z, t, sk) for d in _SUFFIX for sd in _SUFFIX for b in (8, 4)
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
-        names += [qmv1_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
+        names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
     return names
 
@@ -315,8 +317,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         warps, extra = CONFIG_OVERRIDE.get((n, k, w.bits)) or (mma_warps(tiles, k, w.bits, x.device), ())
         extra = tuple(extra) + BENCH_EXTRA
         qw = 1 if t == 1 else 8 if t <= 8 else 16
-        if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv1_covers(w, extra):
-            kernel = _module(x.device, extra)[qmv1_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
+        if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
+            kernel = _module(x.device, extra)[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
             kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
             return y.view(*x.shape[:-1], n)
