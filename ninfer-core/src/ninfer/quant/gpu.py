@@ -61,7 +61,7 @@ SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.envi
                                                                           {16})
 # The burst form (qmv1_* one token, kernels/qgemv.cu): each warp reads QMV_BURST consecutive chunks at once, for groups
 # of whole chunks x 2^j. Measured on the H200 (bench/RESULTS.md, 2026-12-03 session 6, GEMV only): int8 0.86 of copy
-# bandwidth against qmma's 0.73, int4 0.70 against 0.61. NINFER_QMV1=0 keeps one token on qmma.
+# bandwidth against qmma's 0.73, int4 0.68 against 0.61. NINFER_QMV1=0 keeps one token on qmma.
 QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "off")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
@@ -120,7 +120,7 @@ def qmv_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zer
 
 
 def qmv_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
-    """Whether the burst kernel (qmv1 / qmv8) serves a tiled weight (built with the -DQMV_ options ``extra``): groups
+    """Whether the burst kernel (qmv1 / qmv8 / qmv16) serves a tiled weight (built with the -DQMV_ options ``extra``): groups
     of whole chunks (64 int4 / 32 int8 codes) times a power of two, K a whole number of bursts (QMV_BURST chunks)."""
     burst = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BURST=")), QMV_BURST)
     chunk = tile_chunk(w.bits)

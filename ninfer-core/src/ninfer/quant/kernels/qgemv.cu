@@ -721,7 +721,7 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 // loaded together, then used), bursts interleaved over the block's warps, as the bf16 GEMV reads (a ring refilled one
 // 512-byte load at a time lost 15 % on that kernel, bench/RESULTS.md session 5); activations a chunk at a time from L1.
 // Measured on the H200 against qmma's ring (bench/RESULTS.md, 2026-12-03 session 6): GEMV-only int8 0.86 vs 0.73 of
-// copy bandwidth, int4 0.70 vs 0.61. Bench variants: -DQMV_PIPE=1 (the next burst in flight while one is used),
+// copy bandwidth, int4 0.68 vs 0.61. Bench variants: -DQMV_PIPE=1 (the next burst in flight while one is used),
 // -DQMV_L2PF=d (L2 prefetch d rounds ahead), -DQMV_MAXREG: each slower there. (Raw codes into the MMA with the offset
 // taken off by the chunks' activation sums, 18 fewer instructions a chunk, were slower too: not kept.)
 // Groups are whole chunks (G = CHUNK 2^j); K a multiple of CHUNK QMV_BURST.
