@@ -1,10 +1,54 @@
 // GEMV for batch-1 decode and small verify batches: y[t, n] = sum_k x[t, k] * W[n, k] (+ b[n]).
 // Bandwidth-bound: each weight byte is read once per NT tokens, in 16-byte vectors, U loads in flight
 // per lane; one warp per output row, WARPS rows per block. x (tiny) is re-read from L1.
+//
+// NINFER_GEMV_NEXT (a backend's tuning macro, default 0): at one token, a lane loads its next round of U vectors
+// into a second register set before it uses the current one. Without it ptxas interleaves a round's loads with
+// the FMAs that consume them (cuobjdump: the third load of a round issues only after the first load's data has
+// arrived), so a lane has about two loads in flight, not U. Same summation order either way (bitwise equal).
 #pragma once
 #include "common.cuh"
 
+#ifndef NINFER_GEMV_NEXT
+#define NINFER_GEMV_NEXT 0
+#endif
+
 namespace ninfer {
+
+// One round of a one-token row stream: U vectors of W (in registers) against x at vector offset v, into acc.
+template <typename T, int U>
+__device__ __forceinline__ void gemv_round(const uint4 (&w)[U], const uint4 *__restrict__ xr, int v, float &acc) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        float wf[8], xf[8];
+        unpack8<T>(w[u], wf);
+        unpack8<T>(__ldg(xr + v + 32 * u), xf);
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc = fmaf(wf[i], xf[i], acc);
+    }
+}
+
+// Rounds of U vectors from lane's v to the last full round below v1, the next round in flight (NINFER_GEMV_NEXT);
+// returns the v where the single-vector tail starts.
+template <typename T, int U>
+__device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, const uint4 *__restrict__ xr, int v,
+                                                int v1, float &acc) {
+    if (v + 32 * (U - 1) >= v1) return v;
+    uint4 w[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) w[u] = load_stream(Wr + v + 32 * u);
+    for (; v + 32 * (U - 1) < v1; v += 32 * U) {
+        uint4 nx[U];
+        if (v + 32 * (2 * U - 1) < v1) {
+#pragma unroll
+            for (int u = 0; u < U; u++) nx[u] = load_stream(Wr + v + 32 * (U + u));
+        }
+        gemv_round<T, U>(w, xr, v, acc);
+#pragma unroll
+        for (int u = 0; u < U; u++) w[u] = nx[u];
+    }
+    return v;
+}
 
 // What a decode GEMV does with a finished output y[t, n] = acc: the plain store (plus the bias), or a fused
 // epilogue (GdnInEpilogue below). Called by one lane per output.
@@ -38,6 +82,7 @@ __device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restric
     for (int t = 0; t < NT; t++) acc[t] = 0.f;
 
     int v = lane;
+    if constexpr (NT == 1 && NINFER_GEMV_NEXT) v = gemv_rounds_next<T, U>(Wr, xr, v, KV, acc[0]);
     for (; v + 32 * (U - 1) < KV; v += 32 * U) {
         uint4 w[U];
 #pragma unroll
@@ -111,18 +156,12 @@ __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__
         const uint4 *Wr = reinterpret_cast<const uint4 *>(W + (i64)n * K);
         const uint4 *xr = reinterpret_cast<const uint4 *>(x);
         int v = v0 + lane;
+        if constexpr (NINFER_GEMV_NEXT) v = gemv_rounds_next<T, U>(Wr, xr, v, v1, acc);
         for (; v + 32 * (U - 1) < v1; v += 32 * U) {
             uint4 w[U];
 #pragma unroll
             for (int u = 0; u < U; u++) w[u] = load_stream(Wr + v + 32 * u);
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                float wf[8], xf[8];
-                unpack8<T>(w[u], wf);
-                unpack8<T>(__ldg(xr + v + 32 * u), xf);
-#pragma unroll
-                for (int i = 0; i < 8; i++) acc = fmaf(wf[i], xf[i], acc);
-            }
+            gemv_round<T, U>(w, xr, v, acc);
         }
         for (; v < v1; v += 32) {
             float wf[8], xf[8];
