@@ -32,6 +32,17 @@ VARIANTS = [  # (R, U, SPLIT, WARPS, STRIDED, PRE, M): see gemv_lab.cu
     (1, 8, 1, 4, 0, 0, 0), (1, 8, 4, 4, 0, 0, 0), (1, 4, 1, 4, 0, 0, 3), (1, 4, 4, 4, 0, 0, 3),
 ]
 
+VARIANTS2 = [  # the second sweep: loads before the wait (PRE) with every split, rows a warp and ring form
+    (1, 4, 4, 4, 0, 0, 0), (1, 4, 2, 4, 0, 0, 0), (2, 2, 2, 4, 0, 0, 2),   # call 1's, for the spread between calls
+    (1, 4, 1, 4, 0, 1, 0), (1, 4, 2, 4, 0, 1, 0), (1, 4, 4, 4, 0, 1, 0),
+    (1, 4, 1, 4, 0, 1, 2), (1, 4, 2, 4, 0, 1, 2), (1, 4, 4, 4, 0, 1, 2),
+    (1, 2, 1, 4, 0, 1, 2), (1, 2, 2, 4, 0, 1, 2), (1, 2, 4, 4, 0, 1, 2),
+    (2, 2, 1, 4, 0, 1, 0), (2, 2, 2, 4, 0, 1, 0), (2, 2, 4, 8, 0, 1, 0),
+    (2, 2, 1, 4, 0, 1, 2), (2, 2, 2, 4, 0, 1, 2), (2, 2, 4, 8, 0, 1, 2),
+    (1, 8, 2, 4, 0, 1, 0), (1, 8, 4, 4, 0, 1, 0), (2, 4, 2, 4, 0, 1, 0),
+    (1, 4, 2, 8, 0, 1, 0), (1, 4, 4, 8, 0, 1, 0), (1, 4, 1, 8, 0, 1, 0),
+]
+
 SHAPES = [  # (label, rows of W, K, the backend op that serves it)
     ("llama qkv 6144x4096", 6144, 4096, "linear"), ("llama o 4096x4096", 4096, 4096, "linear"),
     ("llama gate_up 28672x4096", 28672, 4096, "linear_silu_mul"), ("llama down 4096x14336", 4096, 14336, "linear"),
@@ -61,8 +72,11 @@ def main():
     ap.add_argument("--variants", default=None, help="comma list of names (r2_u2_s1_w4_st0_pre0, ...)")
     ap.add_argument("--shapes", default="", help="substring filter on the shape labels")
     ap.add_argument("--compile-only", default=None, metavar="ARCH")
+    ap.add_argument("--set", default="1", help="variant set: 1 (VARIANTS) or 2 (VARIANTS2)")
+    ap.add_argument("--gap", action="store_true", help="an RMSNorm of x (the backend's kernel) before every GEMV, "
+                    "its output the GEMV's input, as in a decoder layer: the overlap PDL gives is then realistic")
     a = ap.parse_args()
-    variants = parse(a.variants) if a.variants else VARIANTS
+    variants = parse(a.variants) if a.variants else (VARIANTS2 if a.set == "2" else VARIANTS)
     from ninfer.kernels.nvrtc import compile_cubin
 
     if a.compile_only:
@@ -98,8 +112,17 @@ def main():
         x = torch.randn(1, K, device="cuda").to(torch.bfloat16)
         ref = (x.float() @ Ws[0].float().T)[0]
         y = torch.empty(N, dtype=torch.bfloat16, device="cuda")
-        row = {"backend": graph_us(lambda i: ops[op](x, Ws[i % n])),
-               "cuBLAS": graph_us(lambda i: torch.nn.functional.linear(x, Ws[i % n]))}
+        nw = torch.ones(K, device="cuda", dtype=torch.bfloat16)
+        xin = x
+
+        def pre():  # the GEMV's input: x itself, or an RMSNorm of x just computed
+            return ops["rms_norm"](xin, nw, 1e-6) if a.gap else xin
+
+        if a.gap:
+            x = pre()
+            ref = (x.float() @ Ws[0].float().T)[0]
+        row = {"backend": graph_us(lambda i: ops[op](pre(), Ws[i % n])),
+               "cuBLAS": graph_us(lambda i: torch.nn.functional.linear(pre(), Ws[i % n]))}
         for v in variants:
             R, U, S, WARPS, ST, PRE, _ = v
             k = mod[name(v)]
@@ -112,8 +135,8 @@ def main():
                 print(f"FAILED {name(v)} on {label}: relative error {err}", flush=True)
                 row[name(v)[4:]] = float("nan")
                 continue
-            row[name(v)[4:]] = graph_us(lambda i, k=k, grid=grid, WARPS=WARPS: k(grid, (WARPS * 32,), Ws[i % n], x, y,
-                                                                                  N, K))
+            row[name(v)[4:]] = graph_us(lambda i, k=k, grid=grid, WARPS=WARPS: k(grid, (WARPS * 32,), Ws[i % n], pre(),
+                                                                                  y, N, K))
         table[label] = {c: nbytes / us * 1e6 / bw for c, us in row.items()}
         best = max((c for c in cols[2:] if table[label][c] == table[label][c]), key=lambda c: table[label][c])
         print(f"{label:28s} backend {table[label]['backend']:.3f} ({row['backend']:.2f} us)  cuBLAS "
