@@ -152,6 +152,9 @@ def main():
                     "-DNINFER_GEMV_SPLIT_UNROLL=4' (as built / the split-K GEMV before its predicated rounds)")
     ap.add_argument("--splitk", default=None, help="A/B: rules of the one-token GEMV's K split "
                     "(NINFER_GEMV_SPLITK, kernels/gemv.py: split_k), comma list, e.g. '1,4'")
+    ap.add_argument("--pairs", default=None, help="A/B: NINFER_GEMV_PAIRS values (kernels/gemv.py: form, two rows a "
+                    "warp), comma list, e.g. '1,0,1,0'; a value 'a:b' also sets NINFER_GEMV_SILU2=b (kernels/fused.py: "
+                    "gate and up rows on two warps), e.g. '1:1,0:0,1:0'")
     a = ap.parse_args()
     bw = copy_bandwidth()
     flops = matmul_rate()
@@ -174,27 +177,33 @@ def main():
 
     for shape in a.shapes.split(","):
         weights = None
-        if a.gemv or a.pdl or a.norm or a.fused or a.opts or a.splitk:  # one set of random weights for every mode
+        if a.gemv or a.pdl or a.norm or a.fused or a.opts or a.splitk or a.pairs:  # one set of random weights for every mode
             runner, weights = rm.build(shape, a.backend, "cuda", torch.bfloat16, 64, layers=a.layers)
             del runner
         pdls = [p.strip() for p in a.pdl.split(",")] if a.pdl else ["1" if launch.PDL else "0"]
         norms = [n.strip() for n in a.norm.split(",")] if a.norm else ["1"]
         fuseds = a.fused.split("/") if a.fused else [os.environ.get("NINFER_FUSED", "1")]
         splits = a.splitk.split(",") if a.splitk else [os.environ.get("NINFER_GEMV_SPLITK", "1")]
-        for ctx, mode, pdl, norm, fused, opt, sk in ((int(c), m, p, n, f, o, k) for c in a.ctx.split(",")
-                                                     for m in (a.gemv or gemv.MODE).split(",") for p in pdls
-                                                     for n in norms for f in fuseds
-                                                     for o in (a.opts.split("/") if a.opts else [""]) for k in splits):
+        pairs = a.pairs.split(",") if a.pairs else [os.environ.get("NINFER_GEMV_PAIRS", "")]
+        for ctx, mode, pdl, norm, fused, opt, sk, pr in ((int(c), m, p, n, f, o, k, q) for c in a.ctx.split(",")
+                                                         for m in (a.gemv or gemv.MODE).split(",") for p in pdls
+                                                         for n in norms for f in fuseds
+                                                         for o in (a.opts.split("/") if a.opts else [""])
+                                                         for k in splits for q in pairs):
             try:
                 gemv.MODE = mode
                 os.environ["NINFER_GEMV_SPLITK"] = sk  # read at each launch (captured once per width)
+                os.environ["NINFER_GEMV_PAIRS"], _, silu2 = pr.partition(":")
+                os.environ["NINFER_GEMV_SILU2"] = silu2  # read at each launch (captured per width)
                 set_pdl(pdl, norm, opt)
                 os.environ["NINFER_FUSED"] = fused  # read when the ops are resolved (rm.build)
                 rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights, a.prefill_repeats,
                                       a.capacity))
                 r = rows[-1]
                 r["gemv"], r["pdl"], r["norm"], r["fused"], r["opts"], r["splitk"] = mode, pdl, norm, fused, opt, sk
-                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} splitk={sk} pdl={pdl:5s} norm={norm} "
+                r["pairs"] = pr
+                print(f"RESULT {shape:12s} ctx={ctx:5d} {a.backend} gemv={mode} splitk={sk} pairs={pr or '-'} "
+                      f"pdl={pdl:5s} norm={norm} "
                       f"fused={fused} opts='{opt}': decode "
                       f"{r['decode_tok_s']:7.1f} tok/s "
                       f"({r['bw_fraction']:.3f} of copy bw, {r['step_GB']:.2f} GB/step)  "

@@ -91,6 +91,21 @@ def test_linear_silu_mul(backend, launchers, T, K, I):
         assert rel_l2(y, ref.linear_silu_mul(x.float(), W.float())) < TOL
 
 
+@pytest.mark.parametrize("K,I", [(4096, 14336), (5120, 17408), (2048, 100), (4104, 33), (520, 1)])
+def test_linear_silu_mul_two_warps(backend, launchers, K, I, monkeypatch):
+    """The one-token gate_up + SwiGLU with the gate and up rows on two warps (fused.cuh: gemv_silu2, forced by
+    NINFER_GEMV_SILU2=1 whatever the backend's tuning): against the reference, and bit for bit gemv_silu."""
+    for dtype in backend_dtypes(backend):
+        x, W = randn(1, K, dtype=dtype), randn(2 * I, K, dtype=dtype, scale=K ** -0.5)
+        monkeypatch.setenv("NINFER_GEMV_SILU2", "1")
+        poison_allocator()
+        y = launchers["linear_silu_mul"](x, W)
+        assert y.shape == (1, I) and rel_l2(y, ref.linear_silu_mul(x.float(), W.float())) < TOL
+        monkeypatch.setenv("NINFER_GEMV_SILU2", "0")
+        poison_allocator()
+        assert torch.equal(y, launchers["linear_silu_mul"](x, W)), f"{dtype} {2 * I}x{K}: differs from gemv_silu"
+
+
 @pytest.mark.parametrize("T,L,Hq,Hk,D,spare", [(1, 513, 32, 8, 128, 191), (1, 8192, 32, 8, 128, 500),
                                                (4, 700, 24, 4, 256, 60), (16, 300, 16, 16, 64, 0),
                                                (1, 1, 32, 8, 128, 4000)])

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from gpu_testing import backend_dtypes, poison_allocator, rel_l2
+from ninfer.backends import installed_backends
 from ninfer.ops import DeviceSpec, resolve
 from ninfer.reference import gdn as ref
 from ninfer.reference import ops as ref_ops
@@ -410,14 +411,20 @@ def test_gdn_recurrent_gated_verify_is_decode_bitwise(backend, kernels_only):
             assert torch.equal(s, states[t]), f"{dtype}: the state after token {t} differs"
 
 
+@pytest.mark.parametrize("pairs", ["", "0", "1"])  # the backend's choice; one row a warp; two (gemv.form)
 @pytest.mark.parametrize("hidden,splitk", [(5120, "1"), (6144, "1"), (8704, "1"),  # split K 4, 2, 4 by the rule
                                            (5120, "0")])  # unsplit (NINFER_GEMV_SPLITK=0; ninfer.kernels.gemv.split_k)
-def test_gdn_in_proj(backend, kernels_only, launched, hidden, splitk, monkeypatch):
+def test_gdn_in_proj(backend, kernels_only, launched, hidden, splitk, pairs, monkeypatch):
     """The decode projection GEMV with the conv update and the gates in its epilogue: bit for bit what the
     unfused kernels give (the same GEMV, conv and gate kernels, launch for launch), and the reference's result."""
-    from ninfer.kernels.gemv import split_k
+    from ninfer.kernels.gemv import form
 
     monkeypatch.setenv("NINFER_GEMV_SPLITK", splitk)
+    if pairs:
+        monkeypatch.setenv("NINFER_GEMV_PAIRS", pairs)
+    else:
+        monkeypatch.delenv("NINFER_GEMV_PAIRS", raising=False)
+    tuned = installed_backends()[backend].kernels.tuning("NINFER_GEMV_PAIRS", 0) == 1
     ops = gdn_ops(backend)
     N = C + VW + 2 * H
     for dtype in backend_dtypes(backend):
@@ -438,8 +445,10 @@ def test_gdn_in_proj(backend, kernels_only, launched, hidden, splitk, monkeypatc
         poison_allocator()
         launched.clear()
         y, z, g, beta = ops.gdn_in_proj(x, W, cw, window, A_log, dt_bias, C, VW)
-        sk = split_k(N, hidden)
-        assert launched == [f"gemv_gdn_in_{sfx(dtype)}_t1" + (f"_k{sk}" if sk > 1 else "")], launched
+        rows_w, sk = form(N, hidden, tuned)
+        assert rows_w == (2 if pairs == "1" or (not pairs and tuned) else 1)
+        assert launched == [f"gemv_gdn_in_{sfx(dtype)}_t1" + ("_r2" if rows_w == 2 else "")
+                            + (f"_k{sk}" if sk > 1 or rows_w == 2 else "")], launched
         what = f"{dtype} hidden={hidden}"
         for name, got, want in (("conv output", y, y_want), ("z", z, z_want), ("g", g, g_want),
                                 ("beta", beta, beta_want), ("conv window", window, w2)):

@@ -46,6 +46,31 @@ def test_linear(backend, T, K, N, bias, mode, monkeypatch):
         assert rel_l2(y, want) < TOL
 
 
+@pytest.mark.parametrize("K,N,bias", [(4096, 6144, False), (4096, 4096, True), (14336, 4096, False),
+                                      (5120, 16480, False), (6144, 5120, False), (17408, 5120, True),
+                                      (4104, 1001, True),  # odd N (a pair's second row past the end), K % 256 != 0
+                                      (520, 7, False), (5120, 96, False)])
+def test_linear_pairs(backend, K, N, bias, monkeypatch):
+    """The one-token GEMV with two rows a warp (gemv.cuh: gemv_rows, NINFER_GEMV_PAIRS=1 forced, whatever the
+    backend's tuning): against the reference, and bit for bit the one-row-a-warp kernel with the same K split
+    (a row's sum does not depend on the rows a warp or the loads in flight)."""
+    rows_w, sk = gemv.form(N, K, True)
+    assert rows_w == 2 or N > 16384 + 256
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x, W = randn(1, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5)
+        b = randn(N, dtype=dtype) if bias else None
+        monkeypatch.setenv("NINFER_GEMV_PAIRS", "1")
+        poison_allocator()
+        y = ops.linear(x, W, b)
+        assert rel_l2(y, ref.linear(x.float(), W.float(), None if b is None else b.float())) < TOL
+        monkeypatch.setenv("NINFER_GEMV_PAIRS", "0")
+        monkeypatch.setenv("NINFER_GEMV_SPLITK", str(sk) if sk > 1 else "0")
+        poison_allocator()
+        assert torch.equal(y, ops.linear(x, W, b)), f"{dtype} {N}x{K}: pairs differ from one row a warp, split {sk}"
+        monkeypatch.delenv("NINFER_GEMV_SPLITK")
+
+
 @pytest.mark.parametrize("ksg", ["1", "2", "4", "8"])
 @pytest.mark.parametrize("T", [1, 5, 16])
 def test_linear_mma_splits(backend, T, ksg, monkeypatch):

@@ -32,6 +32,8 @@ def fusion_enabled(name: str) -> bool:
 def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
     """``base``: the backend's unfused launchers (rms_norm, rope, write_kv, linear, silu_mul)."""
     warps = lib.tuning("NINFER_GEMV_WARPS", 4)
+    pairs = lib.tuning("NINFER_GEMV_PAIRS", 0) == 1  # gemv.form: two rows a warp (gemv_rows)
+    silu2 = lib.tuning("NINFER_GEMV_SILU2", 0) == 1  # gate_up: fused.cuh gemv_silu2 instead of gemv_silu
     on = {op: fusion_enabled(op) for op in FUSED_OPS}
 
     def suffix(t: torch.Tensor, op: str):
@@ -109,7 +111,13 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
             return base["silu_mul"](base["linear"](x, weight))
         I = I2 // 2
         y = torch.empty(*x.shape[:-1], I, dtype=x.dtype, device=x.device)  # [..., I]
-        lib.module(x.device)[f"gemv_silu_t1_{s}"](((I + warps - 1) // warps,), (warps * 32,), weight, x1, y, I, K)
+        env = os.environ.get("NINFER_GEMV_SILU2")  # 0 / 1: A/B of the backend's choice (read at each launch)
+        if (env == "1" if env in ("0", "1") else silu2) and warps % 2 == 0:  # gate and up rows on two warps
+            lib.module(x.device)[f"gemv_silu2_t1_{s}"](((2 * I + warps - 1) // warps,), (warps * 32,), weight, x1, y,
+                                                      I, K)
+        else:
+            lib.module(x.device)[f"gemv_silu_t1_{s}"](((I + warps - 1) // warps,), (warps * 32,), weight, x1, y, I,
+                                                     K)
         return y
 
     def unfused_gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim):
@@ -141,9 +149,9 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)  # [1, C + Z]: conv out | z
         g = torch.empty(1, H, dtype=f32, device=x.device)  # [1, H]
         beta = torch.empty(1, H, dtype=x.dtype, device=x.device)  # [1, H]
-        sk = _gemv.split_k(N, K) if warps % 4 == 0 else 1
-        rows = warps // sk
-        name = f"gemv_gdn_in_{s}_t1" + (f"_k{sk}" if sk > 1 else "")
+        rows_w, sk = _gemv.form(N, K, pairs) if warps % 4 == 0 else (1, 1)
+        rows = warps // sk * rows_w  # output rows a block
+        name = f"gemv_gdn_in_{s}_t1" + ("_r2" if rows_w == 2 else "") + (f"_k{sk}" if sk > 1 or rows_w == 2 else "")
         lib.module(x.device)[name](((N + rows - 1) // rows,), (warps * 32,), weight, x1, y, N, K, conv_weight,
                                    conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
         return y[:, :conv_dim], y[:, conv_dim:], g, beta

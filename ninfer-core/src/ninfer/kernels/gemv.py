@@ -122,6 +122,24 @@ class MmaGemv:
         return y
 
 
+def form(N: int, K: int, pairs: bool) -> tuple[int, int]:
+    """(rows a warp, warps a row) of the one-token CUDA-core GEMV for a [N, K] weight (``linear``; ``gdn_in_proj``
+    chooses alike, so its projection has the same bits: the bits depend on the split only).
+
+    ``pairs``: the backend's tuning ``NINFER_GEMV_PAIRS`` (``NINFER_GEMV_PAIRS=0|1`` in the environment overrides
+    it, read at each launch, for A/B). With it, matrices of up to 16 640 rows take two rows a warp with the next
+    round of loads in flight (``gemv_*_t1_r2_k*``), split in 2, or unsplit where K >= 6144 with at least 5120 rows:
+    the fastest of bench/gemv_lab.py's sweep on the H200 for every such decode shape of Llama-3-8B and
+    Qwen3.5-27B, an RMSNorm kernel between GEMVs as in a decoder layer (bench/RESULTS.md 2026-12-03 session 7).
+    Longer matrices (gate_up, lm_head) and backends without the tuning keep one row a warp (``split_k``)."""
+    env = os.environ.get("NINFER_GEMV_PAIRS")
+    if env in ("0", "1"):
+        pairs = env == "1"
+    if pairs and N <= 16384 + 256:
+        return 2, 1 if (K >= 6144 and N >= 5120) else 2
+    return 1, split_k(N, K)
+
+
 def split_k(N: int, K: int) -> int:
     """Warps per row of the one-token CUDA-core GEMV (``linear``; ``gdn_in_proj``'s GEMV splits alike, so its
     projection has the same bits): short matrices split K so that enough loads are in flight.

@@ -37,6 +37,7 @@ def _width(ntok: int) -> int:
 def make_ops(lib: KernelLibrary) -> dict:
     """The launchers for one backend's library, keyed by op name."""
     warps = lib.tuning("NINFER_GEMV_WARPS", 4)
+    pairs = lib.tuning("NINFER_GEMV_PAIRS", 0) == 1
     mma = _gemv.MmaGemv(lib)
 
     def suffix(t: torch.Tensor):
@@ -57,7 +58,12 @@ def make_ops(lib: KernelLibrary) -> dict:
         if _gemv.cublas_for(T):  # 2..16 tokens: cuBLAS streams faster than either GEMV on the H200
             return F.linear(x, weight, bias)
         y = torch.empty(T, N, dtype=x.dtype, device=x.device)  # [T, N]
-        sk = split_k(N, K) if T == 1 and warps % 4 == 0 else 1
+        rows_w, sk = _gemv.form(N, K, pairs) if T == 1 and warps % 4 == 0 else (1, 1)
+        if rows_w == 2:
+            groups = warps // sk
+            lib.module(x.device)[f"gemv_{s}_t1_r2_k{sk}"](((N + 2 * groups - 1) // (2 * groups),), (warps * 32,),
+                                                          weight, x2, bias, y, N, K)
+            return y.view(*x.shape[:-1], N)
         if sk > 1:
             rows = warps // sk
             lib.module(x.device)[f"gemv_{s}_t1_k{sk}"](((N + rows - 1) // rows,), (warps * 32,),

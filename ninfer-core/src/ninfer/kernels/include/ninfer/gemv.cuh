@@ -135,6 +135,117 @@ namespace ninfer {
 // Batch-1 GEMV with split K, for matrices with too few rows to keep enough loads in flight (the q/k/v and o
 // projections, a down projection of 4096 rows): SPLITK warps share a row, each streaming a contiguous
 // K range, and their partial sums meet in shared memory in a fixed order (deterministic).
+//
+// R rows a warp (gemv_rows, the form of gemv_splitk generalised; kept apart so that the split-K kernels keep
+// their code): a warp streams R adjacent rows' K ranges together, U loads
+// of each row a round, the next round in flight (NEXT) and each activation vector read once for the R rows. On
+// the H200, R = 2, U = 2 with the next round in flight streams the 4K-17K x 4K-6K decode matrices at 0.83-0.94
+// of copy bandwidth against 0.60-0.85 for one row a warp (bench/gemv_lab.py, bench/RESULTS.md 2026-12-03
+// session 7). A row's sum has the same order for every R, U and NEXT: lane order over its vectors, the warp's
+// shuffle tree, then the SPLITK parts in order; only SPLITK changes the bits.
+template <typename T, int U, int WARPS, int SPLITK, int R, bool NEXT, typename Epi>
+__device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__restrict__ x, const Epi &epi, int N,
+                                          int K) {
+    constexpr int GROUPS = WARPS / SPLITK;  // row groups (R rows each) per block
+    __shared__ float s_acc[WARPS][R];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int n0 = (blockIdx.x * GROUPS + warp / SPLITK) * R, part = warp % SPLITK;
+    const int KV = K / 8;
+    const int per = (KV + SPLITK - 1) / SPLITK;
+    const int v0 = part * per, v1 = min(KV, v0 + per);
+    const uint4 *Wr[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) Wr[r] = reinterpret_cast<const uint4 *>(W + (i64)min(n0 + r, N - 1) * K);
+    if (n0 < N) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int u = 0; u < U; u++)  // the weights' first loads, while the previous kernel finishes
+                if (v0 + lane + 32 * u < v1) prefetch_l2(Wr[r] + v0 + lane + 32 * u);
+    }
+    pdl_stream_enter();
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+    if (n0 < N) {
+        const uint4 *xr = reinterpret_cast<const uint4 *>(x);
+        int v = v0 + lane;
+        auto use = [&](const uint4 (&w)[R][U], int vv) {
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float xf[8];
+                unpack8<T>(__ldg(xr + vv + 32 * u), xf);
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    float wf[8];
+                    unpack8<T>(w[r][u], wf);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[r] = fmaf(wf[i], xf[i], acc[r]);
+                }
+            }
+        };
+        if (v + 32 * (U - 1) < v1) {
+            uint4 w[R][U];
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int u = 0; u < U; u++) w[r][u] = load_stream(Wr[r] + v + 32 * u);
+            for (; v + 32 * (U - 1) < v1; v += 32 * U) {
+                uint4 nx[R][U];
+                const bool more = v + 32 * (2 * U - 1) < v1;
+                if (NEXT && more) {
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int u = 0; u < U; u++) nx[r][u] = load_stream(Wr[r] + v + 32 * (U + u));
+                }
+                use(w, v);
+                if (more) {
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+#pragma unroll
+                        for (int u = 0; u < U; u++) w[r][u] = NEXT ? nx[r][u] : load_stream(Wr[r] + v + 32 * (U + u));
+                }
+            }
+        }
+        for (; v < v1; v += 32) {
+            float xf[8];
+            unpack8<T>(__ldg(xr + v), xf);
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                float wf[8];
+                unpack8<T>(load_stream(Wr[r] + v), wf);
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc[r] = fmaf(wf[i], xf[i], acc[r]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
+    if constexpr (SPLITK == 1) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (lane == r && n0 + r < N) epi(0, n0 + r, acc[r]);
+        return;
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++) s_acc[warp][r] = acc[r];
+    }
+    __syncthreads();
+    if (part == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (lane == r && n0 + r < N) {
+                float s = 0.f;
+#pragma unroll
+                for (int p = 0; p < SPLITK; p++) s += s_acc[warp + p][r];
+                epi(0, n0 + r, s);
+            }
+        }
+    }
+}
+
 template <typename T, int U, int WARPS, int SPLITK, typename Epi>
 __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__restrict__ x, const Epi &epi, int N,
                                             int K) {

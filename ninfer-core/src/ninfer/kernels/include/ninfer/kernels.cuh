@@ -53,6 +53,19 @@
         ninfer::gemv_splitk<T, NINFER_GEMV_UNROLL, NINFER_GEMV_WARPS, SK>(W, x, b, y, N, K);            \
     }
 
+// Two adjacent rows a warp, 2 loads of each a round with the next round in flight (gemv.cuh: gemv_rows), K split
+// in SK; used where the backend's tuning sets NINFER_GEMV_PAIRS (ninfer.kernels.gemv.form).
+#define NINFER_GEMV_PAIRS(S, T, SK)                                                                     \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_##S##_t1_r2_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K) {                \
+        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(W, x, ninfer::GemvStore<T>{y, b, N}, N, K); \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
+        gemv_gdn_in_##S##_t1_r2_k##SK(NINFER_GEMV_GDN_IN_ARGS(T)) {                                     \
+        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
+            W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K); \
+    }
+
 #define NINFER_GEMV_GDN_IN_ARGS(T)                                                                     \
     const T *W, const T *x, T *y, int N, int K, const T *conv_w, float *conv_state, const float *A_log,  \
         const float *dt_bias, float *g, T *beta, int C, int Z, int H
@@ -128,6 +141,8 @@
     NINFER_GEMV_SPLITK(S, T, 2)                                                                         \
     NINFER_GEMV_SPLITK(S, T, 4)                                                                         \
     NINFER_GEMV_GDN_IN(S, T)                                                                            \
+    NINFER_GEMV_PAIRS(S, T, 1)                                                                          \
+    NINFER_GEMV_PAIRS(S, T, 2)                                                                          \
     NINFER_GEMV_MMA_KERNELS(S, T)                                                                       \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         rms_norm_##S(const T *x, const T *w, T *y, int rows, int H, int xs, float eps) {                \

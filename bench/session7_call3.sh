@@ -1,0 +1,11 @@
+# Session 7, device call 3 (bench/RESULTS.md): the one-token GEMV with two rows a warp (gemv.cuh: gemv_rows,
+# NINFER_GEMV_PAIRS in the sm90 backend) — conformance, per-op figures, end to end A/B in one process, the peer.
+# Kernels precompiled here with NVRTC 13.0 (bench/precompile_sm90.sh .kc_s7b; the lab in .kc_s7lab).
+source bench/device_env.sh
+mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s7b/* .kc_s7lab/* $NINFER_KERNEL_CACHE/
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+echo "== conformance"; timeout 240 python -m pytest -q -p no:cacheprovider tests/gpu -k "not bench_variants" > $OUT/gpu.txt 2>&1; echo rc $?; grep -E "passed|failed|FAILED|Error" $OUT/gpu.txt | tail -15
+echo "== per op (backend column: pairs on)"; timeout 60 python bench/gemv_lab.py --gap --variants r1_u4_s4_w4_st0_pre0_m0,r2_u2_s2_w4_st0_pre0_m2,r2_u2_s1_w4_st0_pre0_m2 2>&1 | grep -v "^ninfer: compiling" | tee $OUT/lab.txt | tail -8
+echo "== decode A/B"; timeout 240 python bench/decode.py --shapes qwen3.5-27b,llama3-8b --ctx 512 --new 128 --prefill-repeats 1 --capacity 32768 --pairs 1:1,0:0,1:0,1:1,0:0,1:0 2>&1 | grep -E "RESULT|FAILED|copy bandwidth|Error" | tee $OUT/decode.txt
+echo "== decode 8K, qwen3-8b"; timeout 150 python bench/decode.py --shapes qwen3-8b,qwen3.5-27b --ctx 512,8192 --new 128 --prefill-repeats 1 --capacity 32768 2>&1 | grep -E "RESULT|FAILED|copy bandwidth|Error" | tee $OUT/decode8k.txt
+echo "== peer"; timeout 100 python bench/peers/transformers_decode.py 8b 27b 2>&1 | grep -E "RESULT|FAILED|copy" | tee $OUT/peer.txt
