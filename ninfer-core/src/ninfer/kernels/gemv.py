@@ -132,10 +132,13 @@ def form(N: int, K: int, pairs: bool) -> tuple[int, int]:
     the fastest of bench/gemv_lab.py's sweep on the H200 for every such decode shape of Llama-3-8B and
     Qwen3.5-27B, an RMSNorm kernel between GEMVs as in a decoder layer (bench/RESULTS.md 2026-12-03 session 7).
     Longer matrices (gate_up, lm_head) and backends without the tuning keep one row a warp (``split_k``)."""
-    env = os.environ.get("NINFER_GEMV_PAIRS")
+    env = os.environ.get("NINFER_GEMV_PAIRS", "")
+    min_k = 0
     if env in ("0", "1"):
         pairs = env == "1"
-    if pairs and N <= 16384 + 256:
+    elif env.startswith("k") and env[1:].isdigit():  # k5120: pairs only where K >= 5120 (A/B of the rule)
+        pairs, min_k = True, int(env[1:])
+    if pairs and N <= 16384 + 256 and K >= min_k:
         return 2, 1 if (K >= 6144 and N >= 5120) else 2
     return 1, split_k(N, K)
 
