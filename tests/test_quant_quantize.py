@@ -259,6 +259,31 @@ def test_quantize_round_method_reads_in_compressed_tensors(tmp_path):
     assert moved > 0
 
 
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_learned_rounding_start_is_the_clip_search(symmetric):
+    """Block-wise learned rounding's weight at its start (offsets 0, scale factors 1) is the ``clip`` search's
+    round-to-nearest weight, zero points included when asymmetric; a learned offset moves a code by at most one
+    step and the zero points written are the search's."""
+    from ninfer.quant.blockwise import _Learned
+    from ninfer.quant.layout import codes_of
+
+    torch.manual_seed(0)
+    w = torch.randn(32, 256) * torch.rand(32, 1) + (0 if symmetric else 0.3)
+    imp = torch.rand(256)
+    s, z = search_group_params(w.view(32, 2, 128), 4, symmetric, torch.bfloat16, imp.view(1, 2, 128))
+    ref = quantize_groups(w, 4, 128, symmetric, torch.bfloat16, clip_search=True, importance=imp)
+    lw = _Learned(w, 4, 128, s, torch.bfloat16, None if symmetric else z)
+    q = lw.quant_weight()
+    assert torch.equal(q.qweight, ref.qweight) and torch.equal(q.scales, ref.scales)
+    assert (q.zeros is None) == symmetric and (symmetric or torch.equal(q.zeros, ref.zeros))
+    assert torch.equal(lw.weight().detach(), dequantize(ref))
+    with torch.no_grad():
+        lw.v.uniform_(-0.5, 0.5)
+    moved = codes_of(lw.quant_weight()).float() - codes_of(ref).float()
+    assert moved.abs().max() <= 1 and (moved != 0).any()
+    assert torch.equal(lw.weight().detach(), dequantize(lw.quant_weight()))
+
+
 def test_gptq_beats_rtn_on_correlated_inputs():
     torch.manual_seed(0)
     k, n = 256, 64
