@@ -260,8 +260,8 @@ def test_quantize_round_method_reads_in_compressed_tensors(tmp_path, asymmetric)
         inside = (x >= -z) & (x <= 15 - z)
         assert ((c - x).abs()[inside] <= 1 + 1e-4).all()
         moved += int((c != torch.maximum(torch.minimum(torch.round(x), 15 - z), -z)).sum())
-    # (asymmetric: its one step, 5% on every scale against fixed zero points, raised the loss of this short run
-    # and the start was kept, so no code moved; test_learned_rounding_start_is_the_clip_search covers the moves)
+    # (asymmetric: no code moved in this one-step run, where the step moves every scale by 5% against fixed zero
+    # points; test_learned_rounding_start_is_the_clip_search covers the moves with zero points)
     assert moved > 0 or asymmetric
 
 
