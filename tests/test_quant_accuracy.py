@@ -121,7 +121,10 @@ def test_int8_weights_within_1_percent(table):
                    "SmolLM2-135M costs +18.5% perplexity on this text with the best method for it (clip: "
                    "activation-weighted scale search), +28.7% RTN; GPTQ, AWQ-style scaling do worse; block-wise "
                    "learned rounding (--method round, ~10 min) +12.8% in one run but +46% in another of the same "
-                   "setting (+38% with the test's lean one), always closer in KL; see bench/RESULTS.md")
+                   "setting (+38% with the test's lean one), always closer in KL; asymmetric round calibrated on "
+                   "Alice + Federalist/Constitution (~13 min): +6.1%, +8.6%, +20.3% (three seeds), +10.6%, +11.1% "
+                   "(KL 0.37-0.48); "
+                   "see bench/RESULTS.md")
 def test_int4_g128_weights_within_5_percent(table):
     assert table["weights int4 g128 clip"] < 0.05
 

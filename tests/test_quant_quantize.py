@@ -218,11 +218,12 @@ def test_quantize_clip_method_reads_in_compressed_tensors(tmp_path):
     assert ((dequantize(q) - w).abs() > 0.51 * q.scales.float().repeat_interleave(128, 1)).any()
 
 
-def test_quantize_round_method_reads_in_compressed_tensors(tmp_path):
-    """``ninfer quantize --method round`` on SmolLM2 (one step per block, two calibration windows, to keep it
-    short): a plain compressed-tensors checkpoint that compressed-tensors decompresses to what ninfer reads, every
-    fused part (q|k|v, gate|up) split back; each code the floor or ceiling of w / s (learned rounding moves a
-    weight by at most one step), and some of them not the nearest."""
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_quantize_round_method_reads_in_compressed_tensors(tmp_path, asymmetric):
+    """``ninfer quantize --method round [--asymmetric]`` on SmolLM2 (one step per block, two calibration windows,
+    to keep it short): a plain compressed-tensors checkpoint that compressed-tensors decompresses to what ninfer
+    reads, every fused part (q|k|v, gate|up) split back (zero points too); each code the floor or ceiling of
+    w / s (learned rounding moves a weight by at most one step), and (symmetric) some of them not the nearest."""
     import os
 
     from compressed_tensors.quantization import QuantizationConfig
@@ -239,9 +240,10 @@ def test_quantize_round_method_reads_in_compressed_tensors(tmp_path):
     dst = tmp_path / "smollm2-round"
     _add_plugin_commands()
     res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(dst), "--method", "round", "--iters", "1",
-                                   "--calibration", str(calib)])
+                                   "--calibration", str(calib)] + (["--asymmetric"] if asymmetric else []))
     assert res.exit_code == 0, res.output
     assert "(round)" in res.output and "block 30/30" in res.output
+    assert ("asymmetric" in res.output) == asymmetric
     ck = CompressedTensorsDir.open(str(dst))
     qcfg = QuantizationConfig.model_validate(json.loads((dst / "config.json").read_text())["quantization_config"])
     src = open_checkpoint(default_model_path())
@@ -252,11 +254,40 @@ def test_quantize_round_method_reads_in_compressed_tensors(tmp_path):
         w = src.get(f"{module}.weight").float()
         assert q.shape == tuple(w.shape)
         x = w / q.scales.float().repeat_interleave(q.group_size, 1)  # w / s in code units
-        c = codes_of(q)[:, : q.in_features].float() - 8
-        inside = (x >= -8) & (x <= 7)
+        assert (q.zeros is not None) == asymmetric
+        z = q.zeros.float().repeat_interleave(q.group_size, 1) if asymmetric else torch.full_like(x, 8.0)
+        c = codes_of(q)[:, : q.in_features].float() - z
+        inside = (x >= -z) & (x <= 15 - z)
         assert ((c - x).abs()[inside] <= 1 + 1e-4).all()
-        moved += int((c != torch.round(x).clamp(-8, 7)).sum())
-    assert moved > 0
+        moved += int((c != torch.maximum(torch.minimum(torch.round(x), 15 - z), -z)).sum())
+    # (asymmetric: no code moved in this one-step run, where the step moves every scale by 5% against fixed zero
+    # points; test_learned_rounding_start_is_the_clip_search covers the moves with zero points)
+    assert moved > 0 or asymmetric
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_learned_rounding_start_is_the_clip_search(symmetric):
+    """Block-wise learned rounding's weight at its start (offsets 0, scale factors 1) is the ``clip`` search's
+    round-to-nearest weight, zero points included when asymmetric; a learned offset moves a code by at most one
+    step and the zero points written are the search's."""
+    from ninfer.quant.blockwise import _Learned
+    from ninfer.quant.layout import codes_of
+
+    torch.manual_seed(0)
+    w = torch.randn(32, 256) * torch.rand(32, 1) + (0 if symmetric else 0.3)
+    imp = torch.rand(256)
+    s, z = search_group_params(w.view(32, 2, 128), 4, symmetric, torch.bfloat16, imp.view(1, 2, 128))
+    ref = quantize_groups(w, 4, 128, symmetric, torch.bfloat16, clip_search=True, importance=imp)
+    lw = _Learned(w, 4, 128, s, torch.bfloat16, None if symmetric else z)
+    q = lw.quant_weight()
+    assert torch.equal(q.qweight, ref.qweight) and torch.equal(q.scales, ref.scales)
+    assert (q.zeros is None) == symmetric and (symmetric or torch.equal(q.zeros, ref.zeros))
+    assert torch.equal(lw.weight().detach(), dequantize(ref))
+    with torch.no_grad():
+        lw.v.uniform_(-0.5, 0.5)
+    moved = codes_of(lw.quant_weight()).float() - codes_of(ref).float()
+    assert moved.abs().max() <= 1 and (moved != 0).any()
+    assert torch.equal(lw.weight().detach(), dequantize(lw.quant_weight()))
 
 
 def test_gptq_beats_rtn_on_correlated_inputs():

@@ -86,16 +86,20 @@ class _Block:
 
 
 class _Learned:
-    """One Linear's learnable rounding offsets v [N, K] and group scale factors m [N, G]."""
+    """One Linear's learnable rounding offsets v [N, K] and group scale factors m [N, G]; integer zero points z
+    [N, G] (unsigned domain, fixed at their initial values; 2**(bits-1) everywhere when symmetric)."""
 
-    def __init__(self, W: torch.Tensor, bits: int, g: int, s0: torch.Tensor, scale_dtype: torch.dtype):
+    def __init__(self, W: torch.Tensor, bits: int, g: int, s0: torch.Tensor, scale_dtype: torch.dtype,
+                 z: torch.Tensor | None = None):
         n, k = W.shape
         self.n, self.k, self.g, self.bits, self.dtype = n, k, g, bits, scale_dtype
         self.W = W.float().view(n, k // g, g)
         self.s0 = s0.float()
+        self.sym = z is None
+        self.z = torch.full_like(self.s0, float(1 << (bits - 1))) if z is None else z.float()
         self.v = torch.zeros_like(self.W, requires_grad=True)
         self.m = torch.ones_like(self.s0, requires_grad=True)
-        self.lo, self.hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        self.qmax = (1 << bits) - 1
 
     def scale(self):
         s = self.s0 * self.m
@@ -104,10 +108,10 @@ class _Learned:
         return s + (sr - s).detach()  # straight-through rounding to the stored dtype
 
     def weight(self):
-        s = self.scale()[..., None]
+        s, z = self.scale()[..., None], self.z[..., None]
         x = self.W / s + self.v
-        q = torch.clamp(x + (torch.round(x) - x).detach(), self.lo, self.hi)  # straight-through round
-        return (q * s).view(self.n, self.k)
+        q = torch.clamp(x + (torch.round(x) - x).detach() + z, 0, self.qmax)  # straight-through round
+        return ((q - z) * s).view(self.n, self.k)
 
     def params(self):
         return [self.v, self.m]
@@ -123,8 +127,9 @@ class _Learned:
     @torch.no_grad()
     def quant_weight(self) -> QuantWeight:
         s = self.scale().detach()
-        q = torch.clamp(torch.round(self.W / s[..., None] + self.v), self.lo, self.hi) - self.lo
-        return QuantWeight(pack_codes(q.view(self.n, self.k), self.bits), s.to(self.dtype), self.bits, self.g, self.k)
+        q = torch.clamp(torch.round(self.W / s[..., None] + self.v) + self.z[..., None], 0, self.qmax)
+        return QuantWeight(pack_codes(q.view(self.n, self.k), self.bits), s.to(self.dtype), self.bits, self.g, self.k,
+                           zeros=None if self.sym else self.z.to(torch.uint8))
 
 
 def _tune(blk: _Block, learn: dict, x_q, y_fp, iters: int, batch: int, lr: float, relative: bool, gen
@@ -179,9 +184,12 @@ def _windows(ids: list[int], window: int, n: int) -> torch.Tensor:
 def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int = 128,
                      scale_dtype: torch.dtype = torch.bfloat16, iters: int = 50, window: int = 256,
                      windows: int = 16, batch: int = 4, lr: float | None = None, relative: bool = True,
-                     init: str = "clip", seed: int = 0, progress: bool = True, log=None) -> list:
+                     init: str = "clip", seed: int = 0, symmetric: bool = True, progress: bool = True,
+                     log=None) -> list:
     """[(Linear, QuantWeight)] for every Linear of the decoder blocks of ``llm`` (reference backend, float32
-    weights), symmetric ``bits`` with groups of ``group_size`` (smaller where the input size needs it).
+    weights), ``bits`` with groups of ``group_size`` (smaller where the input size needs it), symmetric or with an
+    integer zero point per group (``symmetric=False``: the zero points of the asymmetric ``clip`` search, kept;
+    the offsets and scales learned as in the symmetric case).
 
     ``calibration``: token ids, cut into ``windows`` windows of ``window`` tokens, each from position 0 (its
     first token an attention sink, as a prompt's is); ``batch`` windows per step; ``iters`` steps of signed
@@ -213,10 +221,10 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
             g = group_for(W.shape[1], group_size)
             Wg = W.view(W.shape[0], -1, g)
             if init == "clip":
-                s0, _ = search_group_params(Wg, bits, True, scale_dtype, (rec[name] / X.numel()).view(1, -1, g))
+                s0, z = search_group_params(Wg, bits, symmetric, scale_dtype, (rec[name] / X.numel()).view(1, -1, g))
             else:
-                s0, _ = group_params(Wg, bits, True, scale_dtype)
-            learn[name] = _Learned(W, bits, g, s0, scale_dtype)
+                s0, z = group_params(Wg, bits, symmetric, scale_dtype)
+            learn[name] = _Learned(W, bits, g, s0, scale_dtype, None if symmetric else z)
         first, best = _tune(blk, learn, x_q, y_fp, iters, batch, lr, relative, gen)
         with torch.no_grad():
             wq = {}
@@ -237,7 +245,7 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
 
 def _rows(q: QuantWeight, r0: int, r1: int) -> QuantWeight:
     return QuantWeight(q.qweight[r0:r1].contiguous(), q.scales[r0:r1].contiguous(), q.bits, q.group_size,
-                       q.in_features)
+                       q.in_features, zeros=None if q.zeros is None else q.zeros[r0:r1].contiguous())
 
 
 def checkpoint_weights(src: str, calibration: str | list[int], bits: int, group_size: int,

@@ -20,12 +20,17 @@ KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
                    "CPU core for a 135M model; the closest to the float model at int4 on SmolLM2, bench/RESULTS.md); "
                    "gptq: error-compensating, needs --calibration.")
 @click.option("--iters", type=int, default=50, show_default=True, help="--method round: steps per decoder block.")
-@click.option("--asymmetric", is_flag=True, help="Integer zero points per group (default: symmetric).")
+@click.option("--windows", type=int, default=16, show_default=True,
+              help="--method round: calibration windows of 256 tokens (from the start of the text).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="--method round: seed of the windows drawn for each step.")
+@click.option("--asymmetric", is_flag=True, help="Integer zero points per group (default: symmetric). With --method "
+              "round: the zero points of the asymmetric clip search, rounding and scales learned.")
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16", show_default=True,
               help="Dtype of scales and of the tensors kept dense.")
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Text file whose tokens calibrate --method clip / gptq (never the text you evaluate on).")
-def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration, iters):
+def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration, iters, windows, seed):
     """Quantise SRC (HF directory or .gguf) into a compressed-tensors checkpoint DST."""
     import torch
 
@@ -39,7 +44,7 @@ def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration,
         with open(calibration, encoding="utf-8") as f:
             ids = f.read()
     qcfg = quantize_checkpoint(src, dst, int(bits), int(group_size), method, not asymmetric, getattr(torch, dtype),
-                               calibration=ids, round_options={"iters": iters})
+                               calibration=ids, round_options={"iters": iters, "windows": windows, "seed": seed})
     sizes = sorted({g["weights"]["group_size"] for g in qcfg["config_groups"].values()}, reverse=True)
     click.echo(f"wrote {dst}: int{bits}, groups of {'/'.join(map(str, sizes))}, "
                f"{'asymmetric' if asymmetric else 'symmetric'} ({method}); kept dense: "

@@ -215,8 +215,6 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
         raise NinferError(f"--group-size must be 32, 64 or 128, got {group_size}.")
     if method not in ("rtn", "gptq", "clip", "round"):
         raise NinferError(f"--method must be rtn, gptq, clip or round, got {method!r}.")
-    if method == "round" and not symmetric:
-        raise NinferError("--method round writes symmetric weights; drop --asymmetric.")
     if os.path.exists(dst) and os.listdir(dst):
         raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
     ckpt = open_checkpoint(src)
@@ -225,7 +223,8 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
     if method == "round":
         from .blockwise import checkpoint_weights
 
-        learned = checkpoint_weights(src, calibration, bits, group_size, dtype, progress, **(round_options or {}))
+        learned = checkpoint_weights(src, calibration, bits, group_size, dtype, progress, symmetric=symmetric,
+                                     **(round_options or {}))
     elif method in ("gptq", "clip"):
         from .gptq_solve import collect_hessians
 
