@@ -13,7 +13,6 @@ bandwidth measured in the same process. Every variant's output is checked agains
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from pathlib import Path
@@ -103,24 +102,20 @@ def main():
     print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     cols = ["backend", "cuBLAS"] + [name(v)[4:] for v in variants]
     table = {}
-    for label, N, K, op in SHAPES:
-        if a.shapes not in label:
-            continue
-        nbytes = N * K * 2
-        n = max(2, (160 * 2**20) // nbytes + 1)  # copies past L2
+
+    def measure(label: str, N: int, K: int, op: str) -> dict[str, float]:
+        """Microseconds per call of the backend, cuBLAS and every variant on one shape."""
+        n = max(2, (160 * 2**20) // (N * K * 2) + 1)  # copies past L2
         Ws = [(torch.randn(N, K, device="cuda") * K ** -0.5).to(torch.bfloat16) for _ in range(n)]
-        x = torch.randn(1, K, device="cuda").to(torch.bfloat16)
-        ref = (x.float() @ Ws[0].float().T)[0]
+        xin = torch.randn(1, K, device="cuda").to(torch.bfloat16)
         y = torch.empty(N, dtype=torch.bfloat16, device="cuda")
         nw = torch.ones(K, device="cuda", dtype=torch.bfloat16)
-        xin = x
 
         def pre():  # the GEMV's input: x itself, or an RMSNorm of x just computed
             return ops["rms_norm"](xin, nw, 1e-6) if a.gap else xin
 
-        if a.gap:
-            x = pre()
-            ref = (x.float() @ Ws[0].float().T)[0]
+        x = pre()
+        ref = (x.float() @ Ws[0].float().T)[0]
         row = {"backend": graph_us(lambda i: ops[op](pre(), Ws[i % n])),
                "cuBLAS": graph_us(lambda i: torch.nn.functional.linear(pre(), Ws[i % n]))}
         for v in variants:
@@ -137,12 +132,17 @@ def main():
                 continue
             row[name(v)[4:]] = graph_us(lambda i, k=k, grid=grid, WARPS=WARPS: k(grid, (WARPS * 32,), Ws[i % n], pre(),
                                                                                   y, N, K))
-        table[label] = {c: nbytes / us * 1e6 / bw for c, us in row.items()}
+        return row
+
+    for label, N, K, op in SHAPES:
+        if a.shapes not in label:
+            continue
+        row = measure(label, N, K, op)
+        table[label] = {c: N * K * 2 / us * 1e6 / bw for c, us in row.items()}
         best = max((c for c in cols[2:] if table[label][c] == table[label][c]), key=lambda c: table[label][c])
         print(f"{label:28s} backend {table[label]['backend']:.3f} ({row['backend']:.2f} us)  cuBLAS "
               f"{table[label]['cuBLAS']:.3f}  best {best} {table[label][best]:.3f} ({row[best]:.2f} us)",
               flush=True)
-        del Ws
     print("\nfraction of copy bandwidth")
     print(f"{'variant':24s}" + "".join(f" {lab.split()[0][:2] + ' ' + lab.split()[-2][:9]:>13s}" for lab in table))
     for c in cols:

@@ -17,7 +17,6 @@ from .attention import make_paged_attention
 from .fused import make_fused_ops
 from .gdn import make_gdn_ops
 from .gdn_gates import make_gdn_gates
-from .gemv import split_k
 from .library import DTYPE_SUFFIX, GEMV_WIDTHS, KernelLibrary
 
 GEMV_MAX_TOKENS = GEMV_WIDTHS[-1]  # above this, cuBLAS (prefill)
