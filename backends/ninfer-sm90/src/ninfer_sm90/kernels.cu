@@ -4,7 +4,7 @@
 #define NINFER_GEMV_WARPS 4
 #define NINFER_GEMV_UNROLL 4
 // One-token GEMVs of up to 16 640 rows: two rows a warp, the next round of loads in flight (gemv.cuh: gemv_rows;
-// ninfer.kernels.gemv.form): 0.83-0.94 of copy bandwidth against 0.60-0.85 on the decode shapes (session 7).
+// ninfer.kernels.gemv.form): 0.72-0.91 of copy bandwidth against 0.59-0.84 on the decode shapes (session 7).
 #define NINFER_GEMV_PAIRS 1
 // gate_up + SwiGLU at one token: gate and up rows on two warps, the next round in flight (fused.cuh: gemv_silu2).
 #define NINFER_GEMV_SILU2 1

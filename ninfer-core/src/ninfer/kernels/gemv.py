@@ -129,8 +129,10 @@ def form(N: int, K: int, pairs: bool) -> tuple[int, int]:
     ``pairs``: the backend's tuning ``NINFER_GEMV_PAIRS`` (``NINFER_GEMV_PAIRS=0|1`` in the environment overrides
     it, read at each launch, for A/B). With it, matrices of up to 16 640 rows take two rows a warp with the next
     round of loads in flight (``gemv_*_t1_r2_k*``), split in 2, or unsplit where K >= 6144 with at least 5120 rows:
-    the fastest of bench/gemv_lab.py's sweep on the H200 for every such decode shape of Llama-3-8B and
-    Qwen3.5-27B, an RMSNorm kernel between GEMVs as in a decoder layer (bench/RESULTS.md 2026-12-03 session 7).
+    on the H200 faster than one row a warp on every such decode shape of Llama-3-8B and Qwen3.5-27B, an RMSNorm
+    kernel between GEMVs as in a decoder layer (bench/gemv_lab.py --gap; bench/RESULTS.md 2026-12-03 session 7).
+    Not the best of that sweep on every shape: single structures read 0.01-0.06 more on some (e.g. 27B out / attn o,
+    one row a warp with 8 loads), left out to keep two entry points.
     Longer matrices (gate_up, lm_head) and backends without the tuning keep one row a warp (``split_k``)."""
     env = os.environ.get("NINFER_GEMV_PAIRS", "")
     min_k = 0

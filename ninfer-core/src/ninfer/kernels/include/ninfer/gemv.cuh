@@ -139,8 +139,9 @@ namespace ninfer {
 // R rows a warp (gemv_rows, the form of gemv_splitk generalised; kept apart so that the split-K kernels keep
 // their code): a warp streams R adjacent rows' K ranges together, U loads
 // of each row a round, the next round in flight (NEXT) and each activation vector read once for the R rows. On
-// the H200, R = 2, U = 2 with the next round in flight streams the 4K-17K x 4K-6K decode matrices at 0.83-0.94
-// of copy bandwidth against 0.60-0.85 for one row a warp (bench/gemv_lab.py, bench/RESULTS.md 2026-12-03
+// the H200, R = 2, U = 2 with the next round in flight streams the 4K-17K x 4K-6K decode matrices at 0.72-0.91
+// of copy bandwidth against 0.59-0.84 for one row a warp (an RMSNorm between GEMVs, as in a layer; session 7's
+// call 4: bench/gemv_lab.py --gap, bench/RESULTS.md 2026-12-03
 // session 7). A row's sum has the same order for every R, U and NEXT: lane order over its vectors, the warp's
 // shuffle tree, then the SPLITK parts in order; only SPLITK changes the bits.
 template <typename T, int U, int WARPS, int SPLITK, int R, bool NEXT, typename Epi>
