@@ -207,6 +207,79 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
         assert err < tol, float(err)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+                    reason="the bulk form needs cp.async.bulk (sm_90 on)")
+@pytest.mark.parametrize("dtype,scale_dtype", [(torch.float16, torch.float16), (torch.bfloat16, torch.bfloat16),
+                                               (torch.bfloat16, torch.float16)])
+@pytest.mark.parametrize("bits,group,sym", [(4, 64, True), (4, 128, False), (4, 256, True), (8, 32, False),
+                                            (8, 128, True)])
+@pytest.mark.parametrize("warps", [4, 8, 16])
+@pytest.mark.parametrize("n,k", [(1000, 1536), (200, 3840), (48, 256), (96, 17408)])
+@pytest.mark.parametrize("tokens", [1, 3, 8])
+@pytest.mark.parametrize("stages", [None, 2])
+def test_bulk_kernel_equals_burst_kernel(dtype, scale_dtype, bits, group, sym, warps, n, k, tokens, stages,
+                                         monkeypatch):
+    """The bulk form (qmvb1 / qmvb8: bursts by cp.async.bulk into shared memory) gives the burst form's outputs bit for
+    bit (same warps, bursts, order of sums) and matches float32; rings shorter than a warp's rounds (refilled), longer
+    (2 slots of 4 used), rows not a multiple of 16. Outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, scale_dtype, 7 * warps + n + k))
+    assert q.packing == "tiles16" and gpu.qmv_covers(q)
+    x = torch.randn(tokens, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    ref = x.float() @ dequantize(q).t() + bias.float()
+    launched = []
+    name = gpu.qmv_kernel_name
+    monkeypatch.setattr(gpu, "qmv_kernel_name", lambda *a, **kw: launched.append(a) or name(*a, **kw))
+    extra = () if stages is None else (f"-DQMVB_STAGES={stages}",)
+    gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, extra)
+    try:
+        monkeypatch.setattr(gpu, "QMVB", False)
+        _poison()
+        y_burst = gpu.quant_linear(x, q, bias)
+        monkeypatch.setattr(gpu, "QMVB", True)
+        _poison()
+        y = gpu.quant_linear(x, q, bias)
+    finally:
+        gpu.CONFIG_OVERRIDE.clear()
+    assert [a[-1] for a in launched] == [False, True]  # the burst form, then the bulk form
+    assert torch.equal(y, y_burst)
+    err = (y.float() - ref).norm() / ref.norm()
+    assert err < (1e-3 if dtype == torch.float16 else 1e-2), float(err)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9,
+                    reason="the bulk form needs cp.async.bulk (sm_90 on)")
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_bulk_kernel_in_a_cuda_graph(bits, tokens, monkeypatch):
+    """qmvb1 / qmvb8 (more than 48 KB of shared memory a block at 16 warps) captured in a CUDA graph replay right on
+    new activations, with the default warps and with 16."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    monkeypatch.setattr(gpu, "QMVB", True)
+    q = gpu.prepare(_tiled_case(5120, 17408, bits, 128, True, torch.bfloat16, 5))
+    dq = dequantize(q)
+    for warps in (None, 16):
+        monkeypatch.setattr(gpu, "QMV_WARPS", warps)
+        x = torch.randn(tokens, 17408, device="cuda", dtype=torch.bfloat16)
+        gpu.quant_linear(x, q)  # loaded before the capture
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            y = gpu.quant_linear(x, q)
+        for seed in range(3):
+            torch.manual_seed(seed)
+            x.copy_(torch.randn(tokens, 17408, device="cuda"))
+            g.replay()
+            torch.cuda.synchronize()
+            ref = x.float() @ dq.t()
+            assert ((y.float() - ref).norm() / ref.norm()) < 1e-2
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("tokens", [1, 5, 16])
 def test_burst_kernel_in_a_cuda_graph(bits, tokens, monkeypatch):
