@@ -154,8 +154,7 @@ def main():
                     "(NINFER_GEMV_SPLITK, kernels/gemv.py: split_k), comma list, e.g. '1,4'")
     ap.add_argument("--pairs", default=None, help="A/B: NINFER_GEMV_PAIRS values (kernels/gemv.py: form, two rows a "
                     "warp), comma list, e.g. '1,0,1,0'; a value 'a:b' also sets NINFER_GEMV_SILU2=b (kernels/fused.py: "
-                    "gate and up rows on two warps), e.g. '1:1,0:0,1:0', and 'a:b:c' NINFER_GEMV_UNCAPPED=c (kernels/gemv.py: "
-                    "pairs_cap), e.g. '1::,1::0,1::1'")
+                    "gate and up rows on two warps), e.g. '1:1,0:0,1:0'")
     a = ap.parse_args()
     bw = copy_bandwidth()
     flops = matmul_rate()
@@ -194,9 +193,8 @@ def main():
             try:
                 gemv.MODE = mode
                 os.environ["NINFER_GEMV_SPLITK"] = sk  # read at each launch (captured once per width)
-                parts = (pr.split(":") + ["", ""])[:3]
-                os.environ["NINFER_GEMV_PAIRS"], os.environ["NINFER_GEMV_SILU2"] = parts[0], parts[1]
-                os.environ["NINFER_GEMV_UNCAPPED"] = parts[2]  # all three read at each launch (captured per width)
+                os.environ["NINFER_GEMV_PAIRS"], _, silu2 = pr.partition(":")
+                os.environ["NINFER_GEMV_SILU2"] = silu2  # read at each launch (captured per width)
                 set_pdl(pdl, norm, opt)
                 os.environ["NINFER_FUSED"] = fused  # read when the ops are resolved (rm.build)
                 rows.append(run_shape(shape, a.backend, ctx, a.new, bw, a.layers, flops, weights, a.prefill_repeats,

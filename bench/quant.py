@@ -81,14 +81,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1 burst 4 pipelined, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128", "-DQMV_PIPE=1")),
     "qmv1 burst 2": dict(split=(16,), extra=("-DQMV_BURST=2",)),
     # "qmv1, int4 subtracting per code" (-DQMV_NORAW, call 4) is the default since the raw-code form was removed
-    # session 8: the bursts by cp.async.bulk into a ring in shared memory (qmvb1 / qmvb8, sm_90+)
-    "qmvb (bulk copies, 4 slots a warp)": dict(split=(16,), qmvb=True),
-    "qmvb, 2 slots a warp": dict(split=(16,), qmvb=True, extra=("-DQMVB_STAGES=2",)),
-    "qmvb, 3 slots a warp": dict(split=(16,), qmvb=True, extra=("-DQMVB_STAGES=3",)),
-    "qmvb, 8 slots a warp": dict(split=(16,), qmvb=True, extra=("-DQMVB_STAGES=8",)),
-    "qmvb, 80 registers": dict(split=(16,), qmvb=True, extra=("-DQMVB_MAXREG=80",)),
-    "qmvb, 16 warps a tile": dict(split=(16,), qmvb=True, qmv_warps=16),
-    "qmvb, 8 warps a tile": dict(split=(16,), qmvb=True, qmv_warps=8),
     "qmv1, 4 warps a tile": dict(split=(16,), qmv_warps=4),
     "qmv1, 8 warps a tile": dict(split=(16,), qmv_warps=8),
     "qmv1, 16 warps a tile": dict(split=(16,), qmv_warps=16),
@@ -112,7 +104,6 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
-    gpu.QMVB = v.get("qmvb", False)
 
 
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):

@@ -1,3 +1,4 @@
+# Ran on commit 94cc1dc (the bulk form and the uncapped pairs entry points, both reverted after this call: bench/RESULTS.md 2026-12-03 session 8).
 # Session 8, device call 1: the quantised GEMV's bulk form (qmvb1 / qmvb8: bursts by cp.async.bulk into a ring in
 # shared memory, kernels/qgemv.cu) — its tests, GEMV only and end to end against the burst form (qmv1 / qmv8), same
 # process. Kernels precompiled here with NVRTC 13.0 (bench/precompile_sm90.sh .kc_s8a;

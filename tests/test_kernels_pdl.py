@@ -110,7 +110,3 @@ def test_quantised_gemvs_wait_after_their_first_weights():
                  gpu.mma_kernel_name(torch.bfloat16, torch.float16, 4, False, 16, split=True)):
         body = ptx[name]
         assert body.index("ld.global.nc") < body.index("griddepcontrol.wait"), name
-    for name in (gpu.qmv_kernel_name(torch.bfloat16, torch.bfloat16, 4, False, 1, bulk=True),
-                 gpu.qmv_kernel_name(torch.float16, torch.float16, 8, True, 8, bulk=True)):
-        body = ptx[name]  # the bulk form hands its first bursts and the scales to the copy engine before the wait
-        assert body.index("cp.async.bulk.shared") < body.index("griddepcontrol.wait"), name

@@ -151,8 +151,7 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         beta = torch.empty(1, H, dtype=x.dtype, device=x.device)  # [1, H]
         rows_w, sk = _gemv.form(N, K, pairs) if warps % 4 == 0 else (1, 1)
         rows = warps // sk * rows_w  # output rows a block
-        name = (f"gemv_gdn_in_{s}_t1" + (f"_r2{_gemv.pairs_cap(N, K, sk)}" if rows_w == 2 else "")
-                + (f"_k{sk}" if sk > 1 or rows_w == 2 else ""))
+        name = f"gemv_gdn_in_{s}_t1" + ("_r2" if rows_w == 2 else "") + (f"_k{sk}" if sk > 1 or rows_w == 2 else "")
         lib.module(x.device)[name](((N + rows - 1) // rows,), (warps * 32,), weight, x1, y, N, K, conv_weight,
                                    conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
         return y[:, :conv_dim], y[:, conv_dim:], g, beta

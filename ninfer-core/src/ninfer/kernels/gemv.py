@@ -145,19 +145,6 @@ def form(N: int, K: int, pairs: bool) -> tuple[int, int]:
     return 1, split_k(N, K)
 
 
-def pairs_cap(N: int, K: int, sk: int) -> str:
-    """Which register budget of the two-rows-a-warp GEMV serves an [N, K] weight split in ``sk``: "" the 64-register
-    entry points (``gemv_*_t1_r2_k*``), "u" the uncapped ones (``*_r2u_k*``). On the H200 (bench/RESULTS.md
-    2026-12-03 session 7, RMSNorm between GEMVs) uncapped read 0.915 / 0.830 / 0.913 / 0.933 of copy bandwidth on the
-    27B's in_proj / out / qkv / down against 0.900 / 0.794 / 0.881 / 0.906 capped, but 0.696 / 0.582 / 0.713 on
-    Llama-3-8B's qkv / o / down against 0.730 / 0.724 / 0.859: uncapped where the matrix is unsplit or has at least
-    12 288 rows. ``NINFER_GEMV_UNCAPPED=0|1`` overrides it (A/B)."""
-    env = os.environ.get("NINFER_GEMV_UNCAPPED", "")
-    if env in ("0", "1"):
-        return "u" if env == "1" else ""
-    return "u" if sk == 1 or N >= 12288 else ""
-
-
 def split_k(N: int, K: int) -> int:
     """Warps per row of the one-token CUDA-core GEMV (``linear``; ``gdn_in_proj``'s GEMV splits alike, so its
     projection has the same bits): short matrices split K so that enough loads are in flight.

@@ -68,11 +68,6 @@ QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "o
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
 QMV16: bool = os.environ.get("NINFER_QMV16", "0").lower() not in ("0", "false", "off")
 QMV_BURST = 4  # chunks a warp loads at once (kernels/qgemv.cu QMV_BURST)
-# The bulk form of the burst kernel (qmvb1_* / qmvb8_*, sm_90+): the bursts come by cp.async.bulk into a ring of
-# QMVB_STAGES slots a warp in shared memory, bit for bit the burst form's outputs. NINFER_QMVB=1 serves 1..8 tokens
-# with it where the device has it.
-QMVB: bool = os.environ.get("NINFER_QMVB", "0").lower() not in ("0", "false", "off")
-QMVB_STAGES = 4  # kernels/qgemv.cu QMVB_STAGES
 QMV_WARPS: int | None = None  # bench/quant.py: warps a tile for qmv1 instead of mma_warps' choice
 SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
 SK_MIN_CHUNKS = 4  # at least this many 512-byte chunks a warp
@@ -91,7 +86,7 @@ def _include_dir() -> str:
 
 
 def _has_mma(arch: str) -> bool:
-    return _arch_number(arch) >= 80
+    return int(arch.split("_")[1][:-1] if arch[-1].isalpha() else arch.split("_")[1]) >= 80
 
 
 def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -100,18 +95,7 @@ def options(arch: str, extra: tuple[str, ...] = ()) -> tuple[str, ...]:
     base = ("-DQG_NO_BF16",) if arch == "sm_75" else ()
     if _has_mma(arch):
         base += ("-DQG_MMA",) if "-DQM_SMEM_RING" in extra else ("-DQG_MMA", "-DQM_REG_RING")
-    if _has_bulk(arch):
-        base += ("-DQMV_BULK",)
     return base + tuple(extra)
-
-
-def _has_bulk(arch: str) -> bool:
-    """Bulk copies into shared memory with an mbarrier (cp.async.bulk): sm_90 on."""
-    return _arch_number(arch) >= 90
-
-
-def _arch_number(arch: str) -> int:
-    return int(arch.split("_")[1][:-1] if arch[-1].isalpha() else arch.split("_")[1])
 
 
 def compile_for(arch: str, use_cache: bool = True, extra: tuple[str, ...] = (), source: Path | None = None) -> bytes:
@@ -130,23 +114,9 @@ def mma_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zer
             f"{'zp' if zero_point else 'sym'}_t{width}")
 
 
-def qmv_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int = 1,
-                    bulk: bool = False) -> str:
-    """The burst kernel for ``width`` = 1, 8 or 16 tokens (qmv1_*, qmv8_*, qmv16_*); ``bulk``: its bulk-copy form
-    (qmvb1_*, qmvb8_*; sm_90+)."""
-    return f"qmv{'b' if bulk else ''}{width}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}"
-
-
-def qmvb_smem(warps: int, w: QuantWeight, extra: tuple[str, ...] = ()) -> int:
-    """Dynamic shared memory of a qmvb block (kernels/qgemv.cu): an 8-byte mbarrier a slot and one for the
-    scales (padded to 16 bytes), the tile's scales (32 bytes a group) and zero points (16), and each warp's ring of
-    D = min(QMVB_STAGES, its rounds) bursts of QMV_BURST x 512 bytes."""
-    stages = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMVB_STAGES=")), QMVB_STAGES)
-    burst = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BURST=")), QMV_BURST)
-    ng = w.in_features // w.group_size
-    nburst = w.in_features // tile_chunk(w.bits) // burst
-    d = min(stages, -(-nburst // warps))
-    return (8 * (warps * d + 1) + 15) // 16 * 16 + ng * (48 if w.zeros is not None else 32) + warps * d * burst * 512
+def qmv_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zero_point: bool, width: int = 1) -> str:
+    """The burst kernel for ``width`` = 1, 8 or 16 tokens (qmv1_*, qmv8_*, qmv16_*)."""
+    return f"qmv{width}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}"
 
 
 def qmv_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
@@ -156,7 +126,7 @@ def qmv_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
     chunk = tile_chunk(w.bits)
     cpg = w.group_size // chunk
     return (w.bits in (4, 8) and w.group_size % chunk == 0 and cpg & (cpg - 1) == 0
-            and all(o.startswith(("-DQMV_", "-DQMVB_")) for o in extra)
+            and all(o.startswith("-DQMV_") for o in extra)
             and w.in_features % (chunk * burst) == 0)
 
 
@@ -168,9 +138,6 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-    if _has_bulk(arch):
-        names += [qmv_kernel_name(d, sd, b, z, wd, True) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
-                  for z in (False, True) for wd in (1, 8)]
     return names
 
 
@@ -273,17 +240,6 @@ def sk_resident_warps(kernel, device: torch.device) -> int:
     return _sk_resident[key]
 
 
-_archs: dict[int, str] = {}
-
-
-def _device_arch(device: torch.device) -> str:
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _archs:
-        major, minor = torch.cuda.get_device_capability(idx)
-        _archs[idx] = f"sm_{major}{minor}"
-    return _archs[idx]
-
-
 def _sm_count(idx: int) -> int:
     if idx not in _sms:
         _sms[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
@@ -362,15 +318,9 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         extra = tuple(extra) + BENCH_EXTRA
         qw = 1 if t == 1 else 8 if t <= 8 else 16
         if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
-            bulk = QMVB and qw <= 8 and _has_bulk(_device_arch(x.device))
-            kernel = _module(x.device, extra)[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw,
-                                                              bulk)]
+            kernel = _module(x.device, extra)[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
-            warps = QMV_WARPS or warps
-            smem = qmvb_smem(warps, w, extra) if bulk else 0
-            if smem > 48 * 1024:
-                kernel.set_max_dynamic_smem(smem)
-            kernel((tiles,), (warps * 32,), *args, smem=smem)
+            kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
             return y.view(*x.shape[:-1], n)
         width = 8 if t <= 8 else 16
         if (width in SPLIT_WIDTHS and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra

@@ -750,49 +750,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
-// Bulk form (sm_90+, -DQMV_BULK, entry points qmvb1_* / qmvb8_*): the same warps, bursts, order of sums (bit for bit
-// the burst form's outputs), but the bursts travel by the copy engine: one lane of each warp hands the warp's next
-// QMVB_STAGES bursts to cp.async.bulk (2 KB each, into the warp's ring in shared memory, an mbarrier a slot) and
-// refills a slot as soon as its burst is read, so the bytes in flight no longer cost registers; the tile's scales
-// (and zero points) come in the same way, once a block. Dynamic shared memory: ninfer.quant.gpu.qmvb_smem.
-#ifndef QMVB_STAGES
-#define QMVB_STAGES 4
-#endif
-#ifndef QMVB_MAXREG
-#define QMVB_MAXREG 64
-#endif
-#if defined(QMV_BULK)
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_init_fence() {  // the barriers' init visible to the copy engine
-    asm volatile("fence.mbarrier_init.release.cluster;\n\tfence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {  // arrive, expecting `bytes` more
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                     "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ unsigned qm_lds2(unsigned a) {
-    unsigned short v;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
-    return v;
-}
-#endif
-extern __shared__ __align__(128) unsigned char qmvb_dyn[];
-
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
 // of set s token 8 s + g (past ntok the last repeats).
-template <typename T, typename ST, int BITS, bool ZP, int NS, bool BULK = false>
+template <typename T, typename ST, int BITS, bool ZP, int NS>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok) {
@@ -830,40 +790,8 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
-    // bulk: shared memory = [barriers: warps x D + 1, 16-byte padded][scales ng x 8 u32][zeros ng x 8 u16][rings]
-    const int D = BULK ? min(QMVB_STAGES, (nburst + warps - 1) / warps) : 0;
-    const unsigned base = (unsigned)__cvta_generic_to_shared(qmvb_dyn);
-    const unsigned sbar = base + 8u * (warps * D), wbar = base + 8u * (warp * D);  // scales' barrier, the warp's
-    const unsigned scs = base + ((8u * (warps * D + 1) + 15u) & ~15u), zs = scs + 32u * ng;
-    const unsigned ring = zs + (ZP ? 16u * ng : 0u) + (unsigned)(warp * D * B * 512);
-    if constexpr (BULK) {
-#if defined(QMV_BULK)
-        if (threadIdx.x == 0) {
-            for (int j = 0; j <= warps * D; j++) mbar_init(base + 8u * j, 1);
-            mbar_init_fence();
-        }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            mbar_expect(sbar, ZP ? 48u * ng : 32u * ng);
-            bulk_copy(scs, Sp + (i64)tile * ng * 8, 32u * ng, sbar);
-            if (ZP) bulk_copy(zs, Zp + (i64)tile * ng * 8, 16u * ng, sbar);
-        }
-        if (lane == 0)
-            for (int j = 0; j < D && b + j * warps < nburst; j++) {
-                mbar_expect(wbar + 8u * j, B * 512u);
-                bulk_copy(ring + j * B * 512u, Wp + ((i64)tile * nchunk + (i64)(b + j * warps) * B) * 32, B * 512u,
-                          wbar + 8u * j);
-            }
-#endif
-    } else if (b < nburst) {
-        fetch(b);
-    }
+    if (b < nburst) fetch(b);
     pdl_stream_enter();
-#if defined(QMV_BULK)
-    if (BULK && b < nburst) mbar_wait(sbar, 0);
-#endif
-    int slot = 0;
-    unsigned phase = 0;
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
 #pragma unroll
     for (int s = 0; s < SETS; s++) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.f;
@@ -873,33 +801,12 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                                                             * 32) + lane * 128;
             asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
         }
+        if (!QMV_PIPE && b != warp) fetch(b);
         uint4 wc[B];
         unsigned sc[B], zc[B];
-        if constexpr (BULK) {
-#if defined(QMV_BULK)
-            const unsigned bar = wbar + 8u * slot, src = ring + slot * B * 512u + lane * 16u;
-            mbar_wait(bar, phase);
 #pragma unroll
-            for (int u = 0; u < B; u++) {
-                wc[u] = qm_lds16(src + u * 512u);
-                const unsigned gi = (unsigned)((b * B + u) >> lg) * 8u + g;
-                sc[u] = qm_lds4(scs + 4u * gi);
-                zc[u] = ZP ? qm_lds2(zs + 2u * gi) : ZSYM;
-            }
-            __syncwarp();  // the slot is read: refill it with the burst D rounds on
-            const int nb = b + D * warps;
-            if (lane == 0 && nb < nburst) {
-                mbar_expect(bar, B * 512u);
-                bulk_copy(ring + slot * B * 512u, Wp + ((i64)tile * nchunk + (i64)nb * B) * 32, B * 512u, bar);
-            }
-            if (++slot == D) slot = 0, phase ^= 1u;
-#endif
-        } else {
-            if (!QMV_PIPE && b != warp) fetch(b);
-#pragma unroll
-            for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
-            if (QMV_PIPE && b + warps < nburst) fetch(b + warps);  // the next burst in flight while this one is used
-        }
+        for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
+        if (QMV_PIPE && b + warps < nburst) fetch(b + warps);  // the next burst in flight while this one is used
 #pragma unroll
         for (int u = 0; u < B; u++) {
             const int c = b * B + u;
@@ -1011,23 +918,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         int K, int G, int ntok) {                                                                           \
         ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                    \
     }
-#if defined(QMV_BULK)
-#define QMVB_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                  \
-    extern "C" __global__ void __maxnreg__(QMVB_MAXREG) qmvb1_##S##_s##SS##_b##B##_##ZN(                    \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G) {                                                                                     \
-        ninfer::qmv<T, ST, B, Z, 0, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1);                                 \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMVB_MAXREG) qmvb8_##S##_s##SS##_b##B##_##ZN(                    \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G, int ntok) {                                                                           \
-        ninfer::qmv<T, ST, B, Z, 1, true>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                              \
-    }
-#else
-#define QMVB_KERNEL(S, T, SS, ST, B, Z, ZN)
-#endif
-#define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp) \
-    QMVB_KERNEL(S, T, SS, ST, B, false, sym) QMVB_KERNEL(S, T, SS, ST, B, true, zp)
+#define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)
 

@@ -54,22 +54,18 @@
     }
 
 // Two adjacent rows a warp, 2 loads of each a round with the next round in flight (gemv.cuh: gemv_rows), K split
-// in SK; used where the backend's tuning sets NINFER_GEMV_PAIRS (ninfer.kernels.gemv.form). Two register budgets
-// (ninfer.kernels.gemv.pairs_cap picks): *_r2_k* at most 64 registers (32 warps an SM; left free ptxas took 66-70,
-// and the 4096-row matrices streamed ~0.1 of copy bandwidth slower), *_r2u_k* as ptxas likes (the 27B's matrices
-// streamed 0.01-0.04 faster so, bench/RESULTS.md 2026-12-03 session 7).
-#define NINFER_GEMV_PAIRS_CAP(S, T, SK, U, BOUNDS)                                                       \
-    extern "C" __global__ void BOUNDS gemv_##S##_t1_r2##U##_k##SK(const T *W, const T *x, const T *b, T *y, int N, \
-                                                                    int K) {                            \
+// in SK; used where the backend's tuning sets NINFER_GEMV_PAIRS (ninfer.kernels.gemv.form). At most 64 registers
+// (32 warps an SM): left free ptxas took 66-70, and the 4096-row matrices streamed ~0.1 of copy bandwidth slower.
+#define NINFER_GEMV_PAIRS(S, T, SK)                                                                     \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
+        gemv_##S##_t1_r2_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K) {                \
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(W, x, ninfer::GemvStore<T>{y, b, N}, N, K); \
     }                                                                                                   \
-    extern "C" __global__ void BOUNDS gemv_gdn_in_##S##_t1_r2##U##_k##SK(NINFER_GEMV_GDN_IN_ARGS(T)) {  \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
+        gemv_gdn_in_##S##_t1_r2_k##SK(NINFER_GEMV_GDN_IN_ARGS(T)) {                                     \
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
             W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K); \
     }
-#define NINFER_GEMV_PAIRS(S, T, SK)                                                                     \
-    NINFER_GEMV_PAIRS_CAP(S, T, SK, , __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)) \
-    NINFER_GEMV_PAIRS_CAP(S, T, SK, u, __launch_bounds__(NINFER_GEMV_WARPS * 32))
 
 #define NINFER_GEMV_GDN_IN_ARGS(T)                                                                     \
     const T *W, const T *x, T *y, int N, int K, const T *conv_w, float *conv_state, const float *A_log,  \
