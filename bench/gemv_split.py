@@ -52,7 +52,7 @@ def main():
         line = f"{label:32s}"
         for r in rules:
             os.environ["NINFER_GEMV_SPLITK"] = r
-            us = graph_us(lambda i: ops[op](x, Ws[i % n]))
+            us = graph_us(lambda i, op=op, x=x, Ws=Ws, n=n: ops[op](x, Ws[i % n]))
             sk = gemv.split_k(N, K) if op == "linear" else 1  # the SwiGLU GEMV never splits
             line += f" {sk:10d} {us:7.2f} {nbytes / us * 1e6 / bw:8.3f}"
         print(line, flush=True)
