@@ -250,7 +250,18 @@ def decode_speed(runner, ctx=512, new=128) -> float:
     t0 = time.perf_counter()
     for _ in range(new):
         tok = int(argmax(runner.decode(tok)[None])[0])
-    return new / (time.perf_counter() - t0)
+    tok_s = new / (time.perf_counter() - t0)
+    g1 = runner.graphs.graphs.get(1) if runner.graphs is not None else None
+    if g1 is not None and g1.graph is not None:  # the same graph back to back: the GPU's time a step alone
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(new):
+            g1.graph.replay()
+        torch.cuda.synchronize()
+        gpu_tok_s = new / (time.perf_counter() - t0)
+        print(f"  decode {tok_s:.1f} tok/s; graph replays back to back {gpu_tok_s:.1f} tok/s (host gap "
+              f"{(1 / tok_s - 1 / gpu_tok_s) * 1e6:.0f} us a step)", flush=True)
+    return tok_s
 
 
 def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
