@@ -44,7 +44,10 @@ def _set_python_state(state, saved: dict | None) -> None:
 class _Graph:
     def __init__(self, width: int, device: torch.device):
         self.width = width
-        self.host = torch.empty(3, width, dtype=torch.int64, pin_memory=True)  # ids, positions, slots
+        # ids, positions, slots staged on the host, two buffers taken in turn: with the decode pipeline
+        # (engine/pipeline.py) the host stages a step while the previous step's copy may not have run yet
+        self.hosts = [torch.empty(3, width, dtype=torch.int64, pin_memory=True) for _ in range(2)]
+        self.turn = 0
         self.inputs = torch.empty(3, width, dtype=torch.int64, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.ctx: ForwardContext | None = None
@@ -69,8 +72,10 @@ class CudaGraphs:
         return ForwardContext(positions=g.inputs[1], slots=g.inputs[2], block_table=r.seq.block_table, kv=r.kv,
                               cos_sin=r.cos_sin, phase=phase, state=r.state)
 
-    def step(self, ids: list[int], phase: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append ids (decode/verify); return (hidden [T, H], float32 logits [T, V]), both fresh tensors."""
+    def step(self, ids: list[int], phase: str, ids_dev: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ids (decode/verify); return (hidden [T, H], float32 logits [T, V]), both fresh tensors.
+        ``ids_dev``: the ids are on the device (int64 [T], e.g. the previous step's sample, not yet known on the
+        host); ``ids`` then only holds what runner.tokens records until the caller knows them."""
         r, T = self.runner, len(ids)
         start = len(r.tokens)
         r.seq.ensure(start + T)
@@ -78,10 +83,15 @@ class CudaGraphs:
         g = self.graphs.get(T)
         if g is None:
             g = self.graphs[T] = _Graph(T, r.device)
-        g.host[0] = torch.tensor(ids, dtype=torch.int64)
-        g.host[1] = positions
-        g.host[2] = r.seq.slots(positions)
-        g.inputs.copy_(g.host, non_blocking=True)
+        host = g.hosts[g.turn]
+        g.turn ^= 1
+        if ids_dev is None:
+            host[0] = torch.tensor(ids, dtype=torch.int64)
+        host[1] = positions
+        host[2] = r.seq.slots(positions)
+        g.inputs.copy_(host, non_blocking=True)
+        if ids_dev is not None:
+            g.inputs[0].copy_(ids_dev.view(T))
         if g.graph is None:
             hidden, logits = self._eager_then_capture(g, phase)
         else:

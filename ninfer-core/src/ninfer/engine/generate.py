@@ -11,6 +11,7 @@ import torch
 
 from ..config.sampling import SamplingParams
 from ..errors import ContextLengthError, NinferError
+from . import pipeline
 from .detokenizer import IncrementalDetokenizer
 from .sampler import Sampler, top_logprobs
 
@@ -157,6 +158,9 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
 
     t0 = time.perf_counter()
     logits = runner.prefill(prompt_ids)
+    if pipeline.wanted(runner.device) and sampler.on_device() and params.logprobs is None:
+        yield from _pipelined(runner, pipeline.DecodePipeline(runner, sampler, logits), out, stats, limit, t0)
+        return
     t_dec = None
     while True:
         token = sampler(logits, prompt_ids, out.out_ids)
@@ -173,3 +177,27 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
                 return
         logits = runner.decode(token)
         stats["verify_steps"] += 1
+
+
+def _pipelined(runner, pipe, out: OutputTracker, stats: dict, limit: int, t0: float) -> Iterator[Chunk]:
+    """generate_stream's loop with each decode step enqueued before the host reads the token it consumes
+    (engine/pipeline.py): the same tokens, chunks and stats as the plain loop."""
+    t_dec = None
+    try:
+        while True:
+            feed = len(out.out_ids) + 1 < limit  # a step past the limit would never be used
+            token = pipe.next(feed)
+            if t_dec is None:
+                stats["prefill_seconds"] = time.perf_counter() - t0
+                t_dec = time.perf_counter()
+            finish = out.add(token)
+            if finish:
+                pipe.close()
+            chunk = ready_chunk(out, finish, stats, runner.device, t_dec)
+            if chunk is not None:
+                yield chunk
+                if finish:
+                    return
+            stats["verify_steps"] += 1
+    finally:
+        pipe.close()  # a consumer that stops early (a closed stream) leaves no step behind

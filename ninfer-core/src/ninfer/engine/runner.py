@@ -13,6 +13,8 @@ from ..reference.ops import rope_cos_sin
 from .context import ForwardContext
 from .cuda_graph import CudaGraphs, graphs_wanted
 
+PENDING = -1  # a token of ``tokens`` appended from the device whose value the host does not know yet
+
 
 class ModelRunner:
     def __init__(self, model, cfg, device: torch.device, dtype: torch.dtype, max_context: int,
@@ -57,8 +59,9 @@ class ModelRunner:
         return p
 
     # -- forwards --------------------------------------------------------------------------
-    def forward(self, ids: list[int], phase: str) -> torch.Tensor:
-        """Append ids to the sequence; return final hidden states [T, H]."""
+    def forward(self, ids: list[int], phase: str, ids_t: torch.Tensor | None = None) -> torch.Tensor:
+        """Append ids to the sequence; return final hidden states [T, H]. ``ids_t``: the ids as a device tensor
+        (then ``ids`` is only what ``tokens`` records)."""
         start, T = len(self.tokens), len(ids)
         self.seq.ensure(start + T)
         positions = torch.arange(start, start + T, dtype=torch.int64)
@@ -66,8 +69,9 @@ class ModelRunner:
         ctx = ForwardContext(positions=positions.to(self.device), slots=slots.to(self.device),
                              block_table=self.seq.block_table, kv=self.kv, cos_sin=self.cos_sin,
                              phase=phase, state=self.state)
-        ids_t = torch.tensor(ids, dtype=torch.int64).to(self.device)
-        hidden = self.model.forward(ids_t, ctx)
+        if ids_t is None:
+            ids_t = torch.tensor(ids, dtype=torch.int64).to(self.device)
+        hidden = self.model.forward(ids_t.view(T), ctx)
         self.tokens.extend(ids)
         self.last_ctx = ctx
         return hidden
@@ -95,6 +99,22 @@ class ModelRunner:
         hidden = self.forward([token], "decode")
         self.last_hidden = hidden
         return self.model.logits(hidden)[0]
+
+    @torch.inference_mode()
+    def decode_device(self, token: torch.Tensor) -> torch.Tensor:
+        """Append one token that is still on the device (int64, one element: the previous step's sample) and
+        return the logits after it [V] (float32), without waiting for the device. ``tokens`` records it as
+        PENDING until the caller, once it has read the value, calls ``set_token``."""
+        if self.graphs is not None and self.graphs.usable(1):
+            self.last_hidden, logits = self.graphs.step([PENDING], "decode", ids_dev=token)
+            return logits[0]
+        hidden = self.forward([PENDING], "decode", ids_t=token)
+        self.last_hidden = hidden
+        return self.model.logits(hidden)[0]
+
+    def set_token(self, index: int, token: int) -> None:
+        """Record the value of a token appended by ``decode_device``."""
+        self.tokens[index] = token
 
     @torch.inference_mode()
     def verify(self, tokens: list[int]) -> torch.Tensor:

@@ -51,6 +51,21 @@ class Sampler:
         q = torch.empty_like(probs).exponential_(generator=self.gen)
         return int((probs / q).argmax())
 
+    def on_device(self) -> bool:
+        """Whether ``sample`` serves these parameters: no penalty reads the output so far (which only the host
+        knows while decode runs ahead of it)."""
+        p = self.p
+        return p.repetition_penalty == 1.0 and not p.presence_penalty and not p.frequency_penalty
+
+    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+        """The token as an int64 tensor of one element on the logits' device, without waiting for it: the same
+        draw as ``__call__`` (the same operations on the same generator) for parameters ``on_device`` serves."""
+        if self.p.greedy:
+            return logits.argmax().view(1)
+        probs = self.probs(logits)
+        q = torch.empty_like(probs).exponential_(generator=self.gen)
+        return (probs / q).argmax().view(1)
+
     def __call__(self, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[int]) -> int:
         logits = self.penalise(logits.clone(), prompt_ids, output_ids)
         if self.p.greedy:
