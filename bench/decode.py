@@ -15,6 +15,7 @@ bandwidth, and prefill tok/s.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -149,7 +150,8 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
            "host_gap_us": (1 / plain_tok_s - 1 / gpu_tok_s) * 1e6 if gpu_tok_s else None,
            "bw_fraction": nbytes * tok_s / bw,
            "prefill_flop_fraction": prefill_flops(runner, weights, ctx) / t_prefill / flops if flops else None, "graph_replays": runner.graphs.replays if runner.graphs else 0}
-    del runner, weights
+    del runner, weights, pipe, g1
+    gc.collect()  # the runner and its CudaGraphs refer to each other: free the model before the next one is built
     torch.cuda.empty_cache()
     return row
 

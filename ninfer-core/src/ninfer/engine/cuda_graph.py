@@ -72,8 +72,10 @@ class CudaGraphs:
         return ForwardContext(positions=g.inputs[1], slots=g.inputs[2], block_table=r.seq.block_table, kv=r.kv,
                               cos_sin=r.cos_sin, phase=phase, state=r.state)
 
-    def step(self, ids: list[int], phase: str, ids_dev: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append ids (decode/verify); return (hidden [T, H], float32 logits [T, V]), both fresh tensors.
+    def step(self, ids: list[int], phase: str, ids_dev: torch.Tensor | None = None,
+             fresh: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append ids (decode/verify); return (hidden [T, H], float32 logits [T, V]), both fresh tensors, or with
+        ``fresh=False`` the graph's own outputs (valid until this width's next step: no copies).
         ``ids_dev``: the ids are on the device (int64 [T], e.g. the previous step's sample, not yet known on the
         host); ``ids`` then only holds what runner.tokens records until the caller knows them."""
         r, T = self.runner, len(ids)
@@ -98,7 +100,7 @@ class CudaGraphs:
             g.graph.replay()
             _set_python_state(r.state, g.state_after)
             self.replays += 1
-            hidden, logits = g.hidden.clone(), g.logits.clone()
+            hidden, logits = (g.hidden.clone(), g.logits.clone()) if fresh else (g.hidden, g.logits)
             r.last_ctx = g.ctx
         r.tokens.extend(ids)
         return hidden, logits

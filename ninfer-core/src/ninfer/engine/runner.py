@@ -104,9 +104,10 @@ class ModelRunner:
     def decode_device(self, token: torch.Tensor) -> torch.Tensor:
         """Append one token that is still on the device (int64, one element: the previous step's sample) and
         return the logits after it [V] (float32), without waiting for the device. ``tokens`` records it as
-        PENDING until the caller, once it has read the value, calls ``set_token``."""
+        PENDING until the caller, once it has read the value, calls ``set_token``. With CUDA graphs the logits
+        (and ``last_hidden``) are the graph's outputs, valid until the next decode step: sample them first."""
         if self.graphs is not None and self.graphs.usable(1):
-            self.last_hidden, logits = self.graphs.step([PENDING], "decode", ids_dev=token)
+            self.last_hidden, logits = self.graphs.step([PENDING], "decode", ids_dev=token, fresh=False)
             return logits[0]
         hidden = self.forward([PENDING], "decode", ids_t=token)
         self.last_hidden = hidden
