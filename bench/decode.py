@@ -26,6 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import random_model as rm  # noqa: E402
+from timing import decode_rates  # noqa: E402
 
 
 def copy_bandwidth(nbytes: int = 2 * 1024**3) -> float:
@@ -86,10 +87,6 @@ def step_bytes(runner, weights: dict, ctx: int) -> int:
 def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: int | None,
               flops: float = 0.0, weights: dict | None = None, prefill_repeats: int = 5,
               capacity: int | None = None) -> dict:
-    from ninfer.config.sampling import SamplingParams
-    from ninfer.engine.pipeline import DecodePipeline
-    from ninfer.engine.sampler import Sampler
-
     dtype = torch.bfloat16
     cap = max(capacity or 0, ctx + new + 64)  # the block table's length (a server's --max-context)
     runner, weights = rm.build(shape, backend, "cuda", dtype, cap, layers=layers, weights=weights)
@@ -118,30 +115,7 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
         tok = int(argmax(runner.decode(tok)[None])[0])
     t_decode = time.perf_counter() - t0
     plain_tok_s = new / t_decode
-    # The engine's loop on CUDA (ninfer.engine.pipeline): each step enqueued before the host reads the token that
-    # feeds it, greedy sampling on the device. The figure reported.
-    runner.reset()
-    pipe = DecodePipeline(runner, Sampler(SamplingParams(temperature=0.0), runner.device), runner.prefill(prompt))
-    for _ in range(3):
-        pipe.next(True)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(new):
-        pipe.next(True)
-    tok_s = new / (time.perf_counter() - t0)
-    pipe.close()
-    # The same decode graph replayed `new` times back to back, one sync at the end: the GPU's time a step without the
-    # host's (reading the token, preparing the next step's inputs, launching). Not a generation (the inputs stay
-    # those of the last step); the runner is dropped after it.
-    gpu_tok_s = None
-    g1 = runner.graphs.graphs.get(1) if runner.graphs is not None else None
-    if g1 is not None and g1.graph is not None:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(new):
-            g1.graph.replay()
-        torch.cuda.synchronize()
-        gpu_tok_s = new / (time.perf_counter() - t0)
+    tok_s, gpu_tok_s = decode_rates(runner, prompt, new)  # the engine's pipelined loop; the graph back to back
     nbytes = step_bytes(runner, weights, ctx + new // 2)
     row = {"shape": shape, "layers": runner.cfg.num_layers, "backend": backend, "ctx": ctx, "capacity": cap, "new": new,
            "prefill_tok_s": ctx / t_prefill, "prefill_tok_s_min": ctx / max(times), "prefill_tok_s_max": ctx / min(times),
@@ -150,7 +124,7 @@ def run_shape(shape: str, backend: str, ctx: int, new: int, bw: float, layers: i
            "host_gap_us": (1 / plain_tok_s - 1 / gpu_tok_s) * 1e6 if gpu_tok_s else None,
            "bw_fraction": nbytes * tok_s / bw,
            "prefill_flop_fraction": prefill_flops(runner, weights, ctx) / t_prefill / flops if flops else None, "graph_replays": runner.graphs.replays if runner.graphs else 0}
-    del runner, weights, pipe, g1
+    del runner, weights
     gc.collect()  # the runner and its CudaGraphs refer to each other: free the model before the next one is built
     torch.cuda.empty_cache()
     return row

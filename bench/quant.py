@@ -251,30 +251,10 @@ def decode_speed(runner, ctx=512, new=128) -> float:
     for _ in range(new):
         tok = int(argmax(runner.decode(tok)[None])[0])
     plain_tok_s = new / (time.perf_counter() - t0)
-    # the engine's loop on CUDA (ninfer.engine.pipeline): each step enqueued before the host reads the token that
-    # feeds it; the figure reported
-    from ninfer.config.sampling import SamplingParams
-    from ninfer.engine.pipeline import DecodePipeline
-    from ninfer.engine.sampler import Sampler
+    from timing import decode_rates
 
-    runner.reset()
-    pipe = DecodePipeline(runner, Sampler(SamplingParams(temperature=0.0), runner.device), runner.prefill(prompt))
-    for _ in range(3):
-        pipe.next(True)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(new):
-        pipe.next(True)
-    tok_s = new / (time.perf_counter() - t0)
-    pipe.close()
-    g1 = runner.graphs.graphs.get(1) if runner.graphs is not None else None
-    if g1 is not None and g1.graph is not None:  # the same graph back to back: the GPU's time a step alone
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(new):
-            g1.graph.replay()
-        torch.cuda.synchronize()
-        gpu_tok_s = new / (time.perf_counter() - t0)
+    tok_s, gpu_tok_s = decode_rates(runner, prompt, new)
+    if gpu_tok_s is not None:
         print(f"  decode {tok_s:.1f} tok/s pipelined; plain loop {plain_tok_s:.1f} tok/s; graph replays back to back "
               f"{gpu_tok_s:.1f} tok/s (the plain loop's host gap {(1 / plain_tok_s - 1 / gpu_tok_s) * 1e6:.0f} us a "
               "step)", flush=True)

@@ -54,3 +54,38 @@ def decode_kernel_times(runner, tok: int, steps: int) -> tuple[dict[str, float],
             total[key] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
             count[key] += 1
     return total, count
+
+
+def decode_rates(runner, prompt: list[int], new: int) -> tuple[float, float | None]:
+    """(pipelined, back to back) decode tok/s of ``runner`` (CUDA) after ``prompt``.
+
+    Pipelined: the engine's loop on CUDA (ninfer.engine.pipeline), each step enqueued before the host reads the
+    token that feeds it, greedy sampling on the device: the figure the benchmarks report. Back to back: the decode
+    graph replayed ``new`` times with one sync at the end, the GPU's time a step without the host's (not a
+    generation: the inputs stay those of the last step; None without a captured graph). Leaves the runner's
+    sequence past its prompt: reset it before reuse."""
+    import time
+
+    from ninfer.config.sampling import SamplingParams
+    from ninfer.engine.pipeline import DecodePipeline
+    from ninfer.engine.sampler import Sampler
+
+    runner.reset()
+    pipe = DecodePipeline(runner, Sampler(SamplingParams(temperature=0.0), runner.device), runner.prefill(prompt))
+    for _ in range(3):
+        pipe.next(True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(new):
+        pipe.next(True)
+    tok_s = new / (time.perf_counter() - t0)
+    pipe.close()
+    g1 = runner.graphs.graphs.get(1) if runner.graphs is not None else None
+    if g1 is None or g1.graph is None:
+        return tok_s, None
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(new):
+        g1.graph.replay()
+    torch.cuda.synchronize()
+    return tok_s, new / (time.perf_counter() - t0)
