@@ -2,7 +2,7 @@
 
 A decode step on the GPU takes 3-15 ms for the shapes ninfer targets; between two steps the host reads the token,
 checks stop conditions, detokenizes, stages the next step's positions and KV slots and launches its graph. Done in
-turn, that host time is time the GPU idles: 210-480 us a step on the H200 (bench/RESULTS.md, 2026-12-03 session 8),
+turn, that host time is time the GPU idles: 100-650 us a step on the H200 (bench/RESULTS.md, 2026-12-03 session 8),
 up to 8 % of the step. Here the next step is enqueued before the host waits for the token that feeds it: the
 sample stays on the device (``Sampler.sample``), becomes the next step's input there (``ModelRunner.decode_device``),
 and reaches the host through a pinned buffer and an event while the GPU already runs the next step.
@@ -42,7 +42,6 @@ class DecodePipeline:
         self.host = torch.empty(2, dtype=torch.int64, pin_memory=self.cuda)  # the tokens in flight, in turn
         self.events = [torch.cuda.Event() for _ in range(2)] if self.cuda else None
         self.turn = 0
-        self.pending: int | None = None  # index in runner.tokens of a token fed before its value was read
         self.extra = False  # the last next() fed a step
         self.dev = self._sample(logits, 0)
 
