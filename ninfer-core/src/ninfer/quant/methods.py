@@ -113,6 +113,15 @@ def _bench():
         kw.update(ast.literal_eval(os.environ.get("ROUND_KW", "{}")))
         return learned_rounding(llm, c, **kw)
     m["round"] = learned  # block-wise learned rounding + clipping (ROUND_KW: a dict of learned_rounding options)
+
+    def e2e(llm, c, s):
+        import ast
+
+        from .blockwise import e2e_tune
+        saved = torch.load(os.environ["E2E_FROM"], weights_only=False)  # {parameter path: QuantWeight}
+        weights = [(lin, saved[path]) for path, lin in decoder_linears(llm)]
+        return e2e_tune(llm, weights, c, **ast.literal_eval(os.environ.get("E2E_KW", "{}")))
+    m["e2e"] = e2e  # the end-to-end stage alone, on weights saved by SAVE= (E2E_FROM: the file; E2E_KW: options)
     return m
 
 
