@@ -371,6 +371,11 @@ def test_learned_rounding_e2e_lowers_calibration_kl(tmp_path):
         assert torch.equal(dequantize(q), (c - q.zeros.float().repeat_interleave(32, 1))
                            * q.scales.float().repeat_interleave(32, 1))
     assert any(not torch.equal(q.scales, q0.scales) for (_, q), (_, q0) in zip(tuned, base))
+    # its own calibration (e2e_calibration): the block-wise stage unchanged, the end-to-end one on other windows
+    logs.clear()
+    other = learned_rounding(llm, ids, e2e_steps=2, e2e_batch=2, e2e_holdout=2, e2e_every=1,
+                             e2e_calibration=ids[-64 * 5:], e2e_windows=3, log=logs.append, **kw)
+    assert sum(m.startswith("e2e step") for m in logs) == 2 and len(other) == len(base)
 
 
 def test_learned_state_from_a_checkpoint_reproduces_it():

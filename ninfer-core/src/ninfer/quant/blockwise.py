@@ -283,7 +283,8 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
                      windows: int = 16, batch: int = 4, lr: float | None = None, relative: bool = True,
                      init: str = "clip", seed: int = 0, symmetric: bool = True, progress: bool = True,
                      log=None, e2e_steps: int = 0, e2e_lr: float = 0.002, e2e_batch: int = 2, e2e_holdout: int = 3,
-                     e2e_every: int = 5, e2e_patience: int = 3) -> list:
+                     e2e_every: int = 5, e2e_patience: int = 3, e2e_calibration: list[int] | None = None,
+                     e2e_windows: int | None = None) -> list:
     """[(Linear, QuantWeight)] for every Linear of the decoder blocks of ``llm`` (reference backend, float32
     weights), ``bits`` with groups of ``group_size`` (smaller where the input size needs it), symmetric or with an
     integer zero point per group (``symmetric=False``: the zero points of the asymmetric ``clip`` search, kept;
@@ -303,15 +304,21 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
     ``e2e_batch`` windows a step, step ``e2e_lr`` decaying linearly to 0, early-stopped on the ``e2e_holdout``
     windows that follow the ``windows`` calibration windows in ``calibration`` (used by neither stage; judged every
     ``e2e_every`` steps, stopping after ``e2e_patience`` judgements without improvement, the best state kept).
+    ``e2e_calibration``: other token ids for the end-to-end stage (its first ``e2e_windows`` windows, default
+    ``windows``, train it and the ``e2e_holdout`` after them judge it; the block-wise stage keeps ``calibration``).
     """
     n_hold = e2e_holdout if e2e_steps > 0 else 0
-    X = _windows(calibration, window, windows + n_hold)  # [B, T]
+    own = n_hold and e2e_calibration is not None
+    X = _windows(calibration, window, windows + (0 if own else n_hold))  # [B, T]
     if n_hold:
-        if X.shape[0] <= n_hold:
+        Xe = _windows(e2e_calibration, window, (e2e_windows or windows) + n_hold) if own else X
+        if Xe.shape[0] <= n_hold:
             raise NinferError(f"The end-to-end stage needs more than {n_hold} calibration windows of {window} tokens "
-                              f"(the last {n_hold} held out); got {X.shape[0]}.")
-        n = min(windows, X.shape[0] - n_hold)
-        X, X_hold = X[:n], X[n: n + n_hold]
+                              f"(the last {n_hold} held out); got {Xe.shape[0]}.")
+        n = min((e2e_windows or windows) if own else windows, Xe.shape[0] - n_hold)
+        X_e2e, X_hold = Xe[:n], Xe[n: n + n_hold]
+        if not own:
+            X = X_e2e
     if X.shape[1] > llm.runner.cos_sin.shape[0]:
         raise NinferError(f"Calibration window {window} exceeds the model's context {llm.runner.cos_sin.shape[0]}.")
     lr = lr or min(1.0 / iters, 0.05)
@@ -348,7 +355,7 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
         say(f"block {i + 1}/{nblocks}: output error {first:.4g} -> {best:.4g} ({time.time() - t0:.0f} s)")
     if n_hold:
         del x_q, x_fp, y_fp
-        info = _e2e(_Model(llm, blocks), learns, X, X_hold, e2e_steps, e2e_batch, e2e_lr, e2e_every, e2e_patience,
+        info = _e2e(_Model(llm, blocks), learns, X_e2e, X_hold, e2e_steps, e2e_batch, e2e_lr, e2e_every, e2e_patience,
                     gen, say)
         say(f"e2e: held-out KL {info['held_before']:.4f} -> {info['held_after']:.4f} (step {info['best_step']} of "
             f"{info['steps_run']} run; {time.time() - t0:.0f} s)")
@@ -398,6 +405,8 @@ def checkpoint_weights(src: str, calibration: str | list[int], bits: int, group_
     llm = LLM(model=src, backend="reference", device="cpu", dtype=torch.float32, progress=progress,
               max_context=window + 1, quantized_weights=False)
     ids = llm.tokenizer.encode(calibration) if isinstance(calibration, str) else list(calibration)
+    if isinstance(kw.get("e2e_calibration"), str):  # text of the end-to-end stage's own calibration
+        kw["e2e_calibration"] = llm.tokenizer.encode(kw["e2e_calibration"])
     new = learned_rounding(llm, ids, bits, group_size, scale_dtype, progress=progress, **kw)
     paths = {id(lin): path for path, lin in decoder_linears(llm)}
     sources = llm.model.weight_sources()

@@ -111,6 +111,9 @@ def _bench():
 
         from .blockwise import learned_rounding
         kw.update(ast.literal_eval(os.environ.get("ROUND_KW", "{}")))
+        if isinstance(kw.get("e2e_calibration"), str):  # a text file for the end-to-end stage
+            with open(kw["e2e_calibration"], encoding="utf-8") as f:
+                kw["e2e_calibration"] = llm.tokenizer.encode(f.read())
         return learned_rounding(llm, c, **kw)
     m["round"] = learned  # block-wise learned rounding + clipping (ROUND_KW: a dict of learned_rounding options)
 
