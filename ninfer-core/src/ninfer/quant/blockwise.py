@@ -291,7 +291,7 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
                      scale_dtype: torch.dtype = torch.bfloat16, iters: int = 50, window: int = 256,
                      windows: int = 16, batch: int = 4, lr: float | None = None, relative: bool = True,
                      init: str = "clip", seed: int = 0, symmetric: bool = True, progress: bool = True,
-                     log=None, e2e_steps: int = 0, e2e_lr: float = 0.002, e2e_batch: int = 2, e2e_holdout: int = 3,
+                     log=None, e2e_steps: int = 0, e2e_lr: float = 0.002, e2e_batch: int = 4, e2e_holdout: int = 3,
                      e2e_every: int = 5, e2e_patience: int = 3, e2e_calibration: list[int] | None = None,
                      e2e_windows: int | None = None, e2e_recentre: bool = True) -> list:
     """[(Linear, QuantWeight)] for every Linear of the decoder blocks of ``llm`` (reference backend, float32
@@ -378,8 +378,8 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
     return out
 
 
-def e2e_tune(llm, weights: list, calibration: list[int], window: int = 256, windows: int = 32, steps: int = 40,
-             batch: int = 2, lr: float = 0.002, holdout: int = 3, every: int = 5, patience: int = 3, seed: int = 0,
+def e2e_tune(llm, weights: list, calibration: list[int], window: int = 256, windows: int = 32, steps: int = 30,
+             batch: int = 4, lr: float = 0.002, holdout: int = 3, every: int = 5, patience: int = 3, seed: int = 0,
              progress: bool = True, log=None) -> list:
     """The end-to-end stage of :func:`learned_rounding` (see there and :func:`_e2e`) applied to existing groupwise
     weights ``weights`` = [(Linear, QuantWeight)] of every decoder block's Linears (e.g. a saved ``round``
