@@ -9,8 +9,11 @@ cannot improve, unlike perplexity on a text the model is over-confident on). Cal
 activations): tests/data/alice_in_wonderland_ch1-2.txt, never the evaluation text. Statistics are cached
 under $NINFER_BENCH_CACHE (default /tmp/ninfer_int4_cache). CPU, float32, the reference backend.
 ``round`` (block-wise learned rounding) takes its options from ROUND_KW, e.g.
-ROUND_KW='{"iters": 10, "windows": 8, "batch": 2, "lr": 0.02}'; SAVE=PREFIX writes each method's weights
-to PREFIX.METHOD.pt. CALIB=FILE: another calibration text (default Alice ch. I-II). Besides the Declaration,
+ROUND_KW='{"iters": 10, "windows": 8, "batch": 2, "lr": 0.02}' (an "e2e_calibration" given as a text file's
+path); SAVE=PREFIX writes each method's weights to PREFIX.METHOD.pt. ``e2e`` runs the end-to-end stage alone
+(``ninfer.quant.blockwise.e2e_tune``, options from E2E_KW) on the weights of a file SAVE wrote, E2E_FROM=FILE,
+calibrated on CALIB (its first E2E_KW "windows" windows of 256 tokens train it, the "holdout" after them judge it;
+raise CALIB_TOKENS to reach them). CALIB=FILE: another calibration text (default Alice ch. I-II). Besides the Declaration,
 every method is also measured on Alice tokens 4096-5120 ("held out": outside Alice 0-4096 and outside
 tests/data/calibration_mixed.txt, whose Alice part is tokens 0-~2000).
 """

@@ -221,7 +221,7 @@ def test_quantize_clip_method_reads_in_compressed_tensors(tmp_path):
 @pytest.mark.parametrize("asymmetric", [False, True])
 def test_quantize_round_method_reads_in_compressed_tensors(tmp_path, asymmetric):
     """``ninfer quantize --method round [--asymmetric]`` on SmolLM2 (one step per block, two calibration windows,
-    to keep it short): a plain compressed-tensors checkpoint that compressed-tensors decompresses to what ninfer
+    to keep it short; asymmetric: with one end-to-end step): a plain compressed-tensors checkpoint that compressed-tensors decompresses to what ninfer
     reads, every fused part (q|k|v, gate|up) split back (zero points too); each code the floor or ceiling of
     w / s (learned rounding moves a weight by at most one step), and (symmetric) some of them not the nearest."""
     import os
@@ -240,9 +240,11 @@ def test_quantize_round_method_reads_in_compressed_tensors(tmp_path, asymmetric)
     dst = tmp_path / "smollm2-round"
     _add_plugin_commands()
     res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(dst), "--method", "round", "--iters", "1",
-                                   "--calibration", str(calib)] + (["--asymmetric"] if asymmetric else []))
+                                   "--calibration", str(calib)]
+                             + (["--asymmetric", "--e2e-steps", "1", "--e2e-holdout", "1"] if asymmetric else []))
     assert res.exit_code == 0, res.output
     assert "(round)" in res.output and "block 30/30" in res.output
+    assert ("e2e: held-out KL" in res.output) == asymmetric  # (asymmetric: one end-to-end step, one window held out)
     assert ("asymmetric" in res.output) == asymmetric
     ck = CompressedTensorsDir.open(str(dst))
     qcfg = QuantizationConfig.model_validate(json.loads((dst / "config.json").read_text())["quantization_config"])
@@ -316,3 +318,83 @@ def test_gptq_calibration_sees_every_linear_input():
                  llm.config.rms_norm_eps)  # layer 0's qkv input, computed independently
     torch.testing.assert_close(h["layers.0.mixer.qkv.weight"], x.t() @ x / len(ids), rtol=1e-4, atol=1e-5)
     assert llm.ops.impls["linear"].name == "reference.linear"  # the recording wrappers are gone
+
+
+def test_learned_rounding_e2e_lowers_calibration_kl(tmp_path):
+    """The end-to-end stage (``learned_rounding(e2e_steps=N)``) on a tiny random Llama: the same block-wise stage
+    (same seed) then all blocks' offsets and scale factors tuned jointly on KL(float || quantised); the KL on its
+    calibration windows falls, the held-out windows' KL does not rise (early stopping keeps the best state), and
+    the weights stay int4 codes on the same group layout, the zero points untouched, each code within one step
+    of w / s as the block-wise stage leaves them. (From the block-wise offsets, ``e2e_recentre=False``: on this
+    tiny model the recentred start, the default, keeps the start state; its path is run below.)"""
+    import os
+
+    from ninfer.llm import LLM
+    from ninfer.quant.blockwise import _Block, _kl, _Model, _windows, learned_rounding
+    from ninfer.quant.layout import codes_of
+    from ninfer_testing import make_tiny_checkpoint
+
+    make_tiny_checkpoint("llama", str(tmp_path))
+    llm = LLM(model=str(tmp_path), backend="reference", device="cpu", dtype=torch.float32, progress=False,
+              max_context=65, quantized_weights=False)
+    with open(os.path.join(os.path.dirname(__file__), "data", "alice_in_wonderland_ch1-2.txt"), encoding="utf-8") as f:
+        ids = llm.tokenizer.encode(f.read()[:2000])  # one token per byte: 31 windows of 64
+    kw = dict(bits=4, group_size=32, window=64, windows=12, batch=4, iters=10, seed=0, symmetric=False,
+              progress=False)
+    base = learned_rounding(llm, ids, **kw)
+    logs: list[str] = []
+    tuned = learned_rounding(llm, ids, e2e_steps=30, e2e_lr=0.01, e2e_recentre=False, e2e_batch=4, e2e_holdout=4, e2e_every=5,
+                             e2e_patience=6, log=logs.append, **kw)
+    assert any(m.startswith("e2e step") for m in logs)
+
+    blocks = [_Block(llm, i) for i in range(len(llm.model.layers))]
+    model = _Model(llm, blocks)
+    X = _windows(ids, 64, 16)
+
+    def kl(weights, rows):
+        q_of = {id(lin): dequantize(q) for lin, q in weights}
+        ws = [{n: q_of[id(lin)] for n, lin in blk.linears.items()} for blk in blocks]
+        with torch.no_grad():
+            return _kl(model(X[rows], [blk.dense for blk in blocks]), model(X[rows], ws)).item()
+
+    assert kl(tuned, slice(0, 12)) < 0.95 * kl(base, slice(0, 12))  # calibration windows
+    assert kl(tuned, slice(12, 16)) < kl(base, slice(12, 16))  # held out (judged every 5 steps, best kept)
+    assert [lin for lin, _ in tuned] == [lin for lin, _ in base]
+    for (lin, q), (_, q0) in zip(tuned, base):
+        assert (q.bits, q.group_size, q.in_features, q.scales.dtype) == (4, 32, q0.in_features, torch.bfloat16)
+        assert q.scales.shape == q0.scales.shape and torch.equal(q.zeros, q0.zeros)
+        w = lin.weight.detach().float()
+        x = w / q.scales.float().repeat_interleave(32, 1) + q.zeros.float().repeat_interleave(32, 1)
+        c = codes_of(q).float()
+        assert c.min() >= 0 and c.max() <= 15
+        inside = (x >= 0) & (x <= 15)
+        assert ((c - x).abs()[inside] <= 1 + 1e-4).all()
+        assert torch.equal(dequantize(q), (c - q.zeros.float().repeat_interleave(32, 1))
+                           * q.scales.float().repeat_interleave(32, 1))
+    assert any(not torch.equal(q.scales, q0.scales) for (_, q), (_, q0) in zip(tuned, base))
+    # its own calibration (e2e_calibration): the block-wise stage unchanged, the end-to-end one on other windows
+    logs.clear()
+    other = learned_rounding(llm, ids, e2e_steps=2, e2e_lr=0.01, e2e_batch=2, e2e_holdout=2, e2e_every=1,
+                             e2e_calibration=ids[-64 * 5:], e2e_windows=3, log=logs.append, **kw)
+    assert sum(m.startswith("e2e step") for m in logs) == 2 and len(other) == len(base)
+
+
+def test_learned_state_from_a_checkpoint_reproduces_it():
+    """``_Learned.from_quant`` (the start of ``e2e_tune`` on saved weights) gives back the stored codes, scales and
+    zero points, symmetric or not, codes clamped at the grid's edges included; ``recentre`` keeps the codes."""
+    from ninfer.quant.blockwise import _Learned
+
+    torch.manual_seed(1)
+    w = torch.randn(16, 256) + 0.2
+    for symmetric in (True, False):
+        q0 = quantize_groups(w, 4, 64, symmetric, torch.bfloat16, clip_search=True, importance=torch.rand(256))
+        lw = _Learned.from_quant(w, q0)
+        q = lw.quant_weight()
+        with torch.no_grad():
+            lw.v.uniform_(-0.5, 0.5)
+            lw.m.uniform_(0.9, 1.1)
+        before = lw.quant_weight()
+        lw.recentre()  # the offsets moved, the codes and scales kept
+        assert torch.equal(lw.quant_weight().qweight, before.qweight) and torch.equal(lw.quant_weight().scales, before.scales)
+        assert torch.equal(q.qweight, q0.qweight) and torch.equal(q.scales, q0.scales)
+        assert (q.zeros is None) == symmetric and (symmetric or torch.equal(q.zeros, q0.zeros))

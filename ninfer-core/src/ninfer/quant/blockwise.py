@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import NinferError
-from .layout import QuantWeight, group_for, pack_codes
+from .layout import QuantWeight, codes_of, group_for, pack_codes
 from .quantize import group_params, search_group_params
 
 
@@ -101,6 +101,20 @@ class _Learned:
         self.m = torch.ones_like(self.s0, requires_grad=True)
         self.qmax = (1 << bits) - 1
 
+    @classmethod
+    def from_quant(cls, W: torch.Tensor, q: QuantWeight) -> "_Learned":
+        """The state that reproduces ``q`` (codes, scales, zero points) of the float weight ``W``: its scales as
+        s0 (m = 1), its zero points fixed, each offset v the one that puts W / s + v on the stored code
+        (clamped to [-0.5, 0.5]; a code clamped at the grid's edge stays there)."""
+        n, k = W.shape
+        g = q.group_size or k
+        lw = cls(W, q.bits, g, q.scales.float().view(n, k // g), q.scales.dtype,
+                 None if q.zeros is None else q.zeros.view(n, k // g))
+        codes = codes_of(q).float().view(n, k // g, g)
+        with torch.no_grad():
+            lw.v.copy_((codes - lw.z[..., None] - lw.W / lw.scale()[..., None]).clamp(-0.5, 0.5))
+        return lw
+
     def scale(self):
         s = self.s0 * self.m
         sr = s.to(self.dtype).float()
@@ -115,6 +129,15 @@ class _Learned:
 
     def params(self):
         return [self.v, self.m]
+
+    @torch.no_grad()
+    def recentre(self) -> None:
+        """Each offset moved to the centre of its code's rounding interval (W / s + v on the integer), the codes
+        unchanged: signed descent leaves many offsets at a rounding boundary (or clamped at +-0.5), where a step
+        of any size flips the code; the end-to-end stage starts from here."""
+        s, z = self.scale()[..., None], self.z[..., None]
+        q = torch.clamp(torch.round(self.W / s + self.v) + z, 0, self.qmax)
+        self.v.copy_((q - z - self.W / s).clamp(-0.5, 0.5))
 
     def snapshot(self):
         return self.v.detach().clone(), self.m.detach().clone()
@@ -174,6 +197,89 @@ def _tune(blk: _Block, learn: dict, x_q, y_fp, iters: int, batch: int, lr: float
     return first, best
 
 
+class _Model:
+    """The decoder as a differentiable float32 function of every block's Linear weights: embeddings, blocks,
+    final norm and lm_head (these last kept dense) -> next-token log-probabilities."""
+
+    def __init__(self, llm, blocks: list[_Block]):
+        self.blocks = blocks
+        self.embed = llm.model.embed_tokens.detach().float().cpu()
+        self.norm = llm.model.norm.weight.detach().float().cpu()
+        self.head = llm.model.lm_head.weight.detach().float().cpu()
+        self.eps = llm.config.rms_norm_eps
+
+    def __call__(self, X: torch.Tensor, ws: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        """X [B, T] token ids -> log-probabilities [B, T, V]."""
+        x = self.embed[X]
+        for blk, w in zip(self.blocks, ws):
+            x = blk(x, w)
+        return torch.log_softmax(F.linear(_rms(x, self.norm, self.eps), self.head), -1)
+
+
+def _kl(lp_fp: torch.Tensor, lp_q: torch.Tensor) -> torch.Tensor:
+    """Mean per-token KL(fp || q) of log-probabilities [..., V]."""
+    return (lp_fp.exp() * (lp_fp - lp_q)).sum(-1).mean()
+
+
+def _e2e(model: _Model, learns: list[dict], X: torch.Tensor, X_hold: torch.Tensor, steps: int, batch: int,
+         lr: float, every: int, patience: int, gen, log) -> dict:
+    """End-to-end stage: every block's rounding offsets and scale factors (zero points fixed) tuned jointly by
+    signed gradient descent on KL(float model || quantised model) of the next-token distributions over the
+    calibration windows ``X``; the held-out windows ``X_hold`` (never trained on) judge the states, every
+    ``every`` steps and at the start: each _Learned is left at the best state on them (the block-wise one if no
+    step improves it), and the stage stops after ``patience`` judgements without improvement."""
+    params = [p for learn in learns for lw in learn.values() for p in lw.params()]
+    with torch.no_grad():
+        dense = [blk.dense for blk in model.blocks]
+        lp_fp = torch.cat([model(X[i: i + 1], dense) for i in range(X.shape[0])])  # targets, [B, T, V]
+        lp_hold = [model(X_hold[i: i + 1], dense) for i in range(X_hold.shape[0])]
+
+    def weights():
+        return [{n: lw.weight() for n, lw in learn.items()} for learn in learns]
+
+    @torch.no_grad()
+    def held_kl() -> float:
+        ws = weights()
+        return sum(_kl(lp, model(X_hold[i: i + 1], ws)).item() for i, lp in enumerate(lp_hold)) / len(lp_hold)
+
+    def snapshot():
+        return [{n: lw.snapshot() for n, lw in learn.items()} for learn in learns]
+
+    t0 = time.time()
+    first = best = held_kl()
+    best_snap, best_step, since, losses = snapshot(), 0, 0, []
+    for it in range(steps):
+        rows = torch.randperm(X.shape[0], generator=gen)[:batch]
+        loss = _kl(lp_fp[rows], model(X[rows], weights()))
+        for p in params:
+            p.grad = None
+        loss.backward()
+        losses.append(loss.item())
+        step = lr * (1 - it / steps)
+        with torch.no_grad():
+            for learn in learns:
+                for lw in learn.values():
+                    lw.v -= step * lw.v.grad.sign()
+                    lw.v.clamp_(-0.5, 0.5)
+                    lw.m -= step * lw.m.grad.sign()
+                    lw.m.clamp_(0.5, 1.5)
+        if (it + 1) % every == 0 or it + 1 == steps:
+            h = held_kl()
+            if h < best:
+                best, best_snap, best_step, since = h, snapshot(), it + 1, 0
+            else:
+                since += 1
+            log(f"e2e step {it + 1}/{steps}: calibration KL {sum(losses[-every:]) / len(losses[-every:]):.4f}, "
+                f"held-out KL {h:.4f} (best {best:.4f} at step {best_step}; {time.time() - t0:.0f} s)")
+            if since >= patience:
+                break
+    for learn, snap in zip(learns, best_snap):
+        for n, lw in learn.items():
+            lw.load(snap[n])
+    return {"held_before": first, "held_after": best, "best_step": best_step, "steps_run": it + 1 if steps else 0,
+            "train_kl": losses}
+
+
 def _windows(ids: list[int], window: int, n: int) -> torch.Tensor:
     rows = [ids[i: i + window] for i in range(0, len(ids) - window + 1, window)][:n]
     if not rows:
@@ -185,7 +291,9 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
                      scale_dtype: torch.dtype = torch.bfloat16, iters: int = 50, window: int = 256,
                      windows: int = 16, batch: int = 4, lr: float | None = None, relative: bool = True,
                      init: str = "clip", seed: int = 0, symmetric: bool = True, progress: bool = True,
-                     log=None) -> list:
+                     log=None, e2e_steps: int = 0, e2e_lr: float = 0.002, e2e_batch: int = 4, e2e_holdout: int = 3,
+                     e2e_every: int = 5, e2e_patience: int = 3, e2e_calibration: list[int] | None = None,
+                     e2e_windows: int | None = None, e2e_recentre: bool = True) -> list:
     """[(Linear, QuantWeight)] for every Linear of the decoder blocks of ``llm`` (reference backend, float32
     weights), ``bits`` with groups of ``group_size`` (smaller where the input size needs it), symmetric or with an
     integer zero point per group (``symmetric=False``: the zero points of the asymmetric ``clip`` search, kept;
@@ -199,15 +307,38 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
     of the residual stream normalises it first; the attention-sink token, hundreds of times larger in some
     blocks, would otherwise be all of the loss). ``init``: "clip" (activation-weighted scale search) or
     "rtn" (nothing clipped). ``seed``: of the windows drawn for each step.
+
+    ``e2e_steps`` > 0: after the block-wise stage, an end-to-end stage (:func:`_e2e`) tunes the offsets and scale
+    factors of all blocks jointly on KL(float model || quantised model) of the next-token distributions,
+    ``e2e_batch`` windows a step, step ``e2e_lr`` decaying linearly to 0, early-stopped on the ``e2e_holdout``
+    windows that follow the ``windows`` calibration windows in ``calibration`` (used by neither stage; judged every
+    ``e2e_every`` steps, stopping after ``e2e_patience`` judgements without improvement, the best state kept).
+    ``e2e_calibration``: other token ids for the end-to-end stage (its first ``e2e_windows`` windows, default
+    ``windows``, train it and the ``e2e_holdout`` after them judge it; the block-wise stage keeps ``calibration``).
+    ``e2e_recentre``: start the stage with every offset at the centre of its code's interval (codes kept), as
+    :func:`e2e_tune` does; otherwise from the block-wise offsets, many at a rounding boundary, where the first
+    steps flip codes en masse (on SmolLM2 that raised the held-out KL 0.14 -> 0.51 in 5 steps, bench/RESULTS.md).
     """
-    X = _windows(calibration, window, windows)  # [B, T]
+    n_hold = e2e_holdout if e2e_steps > 0 else 0
+    own = n_hold and e2e_calibration is not None
+    X = _windows(calibration, window, windows + (0 if own else n_hold))  # [B, T]
+    if n_hold:
+        Xe = _windows(e2e_calibration, window, (e2e_windows or windows) + n_hold) if own else X
+        if Xe.shape[0] <= n_hold:
+            raise NinferError(f"The end-to-end stage needs more than {n_hold} calibration windows of {window} tokens "
+                              f"(the last {n_hold} held out); got {Xe.shape[0]}.")
+        n = min((e2e_windows or windows) if own else windows, Xe.shape[0] - n_hold)
+        X_e2e, X_hold = Xe[:n], Xe[n: n + n_hold]
+        if not own:
+            X = X_e2e
     if X.shape[1] > llm.runner.cos_sin.shape[0]:
         raise NinferError(f"Calibration window {window} exceeds the model's context {llm.runner.cos_sin.shape[0]}.")
     lr = lr or min(1.0 / iters, 0.05)
     with torch.no_grad():
         x_fp = llm.model.embed_tokens.float().cpu()[X]  # [B, T, H]
     x_q = x_fp.clone()
-    out, t0 = [], time.time()
+    out, t0, blocks, learns = [], time.time(), [], []
+    say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
     gen = torch.Generator().manual_seed(seed)  # the windows of each step: reproducible
     nblocks = len(llm.model.layers)
     for i in range(nblocks):
@@ -227,20 +358,48 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
             learn[name] = _Learned(W, bits, g, s0, scale_dtype, None if symmetric else z)
         first, best = _tune(blk, learn, x_q, y_fp, iters, batch, lr, relative, gen)
         with torch.no_grad():
-            wq = {}
-            for n, lw in learn.items():
-                q = lw.quant_weight()
-                out.append((blk.linears[n], q))
-                wq[n] = lw.weight().detach()
-            x_q = blk(x_q, wq)
+            x_q = blk(x_q, {n: lw.weight().detach() for n, lw in learn.items()})
             x_fp = y_fp
-        msg = (f"block {i + 1}/{nblocks}: output error {first:.4g} -> {best:.4g} "
-               f"({time.time() - t0:.0f} s)")
-        if log is not None:
-            log(msg)
-        elif progress:
-            print(msg, file=sys.stderr, flush=True)
+        if n_hold:
+            blocks.append(blk)
+            learns.append(learn)
+        out += [(blk.linears[n], lw.quant_weight()) for n, lw in learn.items()]
+        say(f"block {i + 1}/{nblocks}: output error {first:.4g} -> {best:.4g} ({time.time() - t0:.0f} s)")
+    if n_hold:
+        del x_q, x_fp, y_fp
+        for learn in learns if e2e_recentre else []:
+            for lw in learn.values():
+                lw.recentre()
+        info = _e2e(_Model(llm, blocks), learns, X_e2e, X_hold, e2e_steps, e2e_batch, e2e_lr, e2e_every, e2e_patience,
+                    gen, say)
+        say(f"e2e: held-out KL {info['held_before']:.4f} -> {info['held_after']:.4f} (step {info['best_step']} of "
+            f"{info['steps_run']} run; {time.time() - t0:.0f} s)")
+        out = [(blk.linears[n], lw.quant_weight()) for blk, learn in zip(blocks, learns) for n, lw in learn.items()]
     return out
+
+
+def e2e_tune(llm, weights: list, calibration: list[int], window: int = 256, windows: int = 32, steps: int = 30,
+             batch: int = 4, lr: float = 0.002, holdout: int = 3, every: int = 5, patience: int = 3, seed: int = 0,
+             progress: bool = True, log=None) -> list:
+    """The end-to-end stage of :func:`learned_rounding` (see there and :func:`_e2e`) applied to existing groupwise
+    weights ``weights`` = [(Linear, QuantWeight)] of every decoder block's Linears (e.g. a saved ``round``
+    result): each starts from its stored codes, scales and zero points (offsets placed on the stored codes,
+    scale factors 1). Returns the tuned [(Linear, QuantWeight)], same layout."""
+    say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
+    X = _windows(calibration, window, windows + holdout)
+    if X.shape[0] <= holdout:
+        raise NinferError(f"The end-to-end stage needs more than {holdout} calibration windows of {window} tokens.")
+    n = min(windows, X.shape[0] - holdout)
+    X, X_hold = X[:n], X[n: n + holdout]
+    q_of = {id(lin): q for lin, q in weights}
+    blocks = [_Block(llm, i) for i in range(len(llm.model.layers))]
+    learns = [{n: _Learned.from_quant(blk.dense[n], q_of[id(lin)]) for n, lin in blk.linears.items()} for blk in blocks]
+    t0 = time.time()
+    info = _e2e(_Model(llm, blocks), learns, X, X_hold, steps, batch, lr, every, patience,
+                torch.Generator().manual_seed(seed), say)
+    say(f"e2e: held-out KL {info['held_before']:.4f} -> {info['held_after']:.4f} (step {info['best_step']} of "
+        f"{info['steps_run']} run; {time.time() - t0:.0f} s)")
+    return [(blk.linears[n], lw.quant_weight()) for blk, learn in zip(blocks, learns) for n, lw in learn.items()]
 
 
 def _rows(q: QuantWeight, r0: int, r1: int) -> QuantWeight:
@@ -261,6 +420,8 @@ def checkpoint_weights(src: str, calibration: str | list[int], bits: int, group_
     llm = LLM(model=src, backend="reference", device="cpu", dtype=torch.float32, progress=progress,
               max_context=window + 1, quantized_weights=False)
     ids = llm.tokenizer.encode(calibration) if isinstance(calibration, str) else list(calibration)
+    if isinstance(kw.get("e2e_calibration"), str):  # text of the end-to-end stage's own calibration
+        kw["e2e_calibration"] = llm.tokenizer.encode(kw["e2e_calibration"])
     new = learned_rounding(llm, ids, bits, group_size, scale_dtype, progress=progress, **kw)
     paths = {id(lin): path for path, lin in decoder_linears(llm)}
     sources = llm.model.weight_sources()

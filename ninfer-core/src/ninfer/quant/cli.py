@@ -24,13 +24,26 @@ KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
               help="--method round: calibration windows of 256 tokens (from the start of the text).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="--method round: seed of the windows drawn for each step.")
+@click.option("--e2e-steps", type=int, default=0, show_default=True,
+              help="--method round: steps of a final end-to-end stage that tunes every block's rounding and scales "
+                   "jointly on KL(float model || quantised model) over the calibration windows, early-stopped on "
+                   "the --e2e-holdout windows that follow them in the calibration text (0: none).")
+@click.option("--e2e-lr", type=float, default=0.002, show_default=True, help="--method round: end-to-end step size.")
+@click.option("--e2e-holdout", type=int, default=3, show_default=True,
+              help="--method round: calibration windows held out to judge the end-to-end stage.")
+@click.option("--e2e-windows", type=int, default=None,
+              help="--method round: windows of 256 tokens that train the end-to-end stage (default: --windows).")
+@click.option("--e2e-calibration", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="--method round: another text for the end-to-end stage (its first --e2e-windows windows train it, the "
+                   "--e2e-holdout after them judge it); default: the --calibration text.")
 @click.option("--asymmetric", is_flag=True, help="Integer zero points per group (default: symmetric). With --method "
               "round: the zero points of the asymmetric clip search, rounding and scales learned.")
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16", show_default=True,
               help="Dtype of scales and of the tensors kept dense.")
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Text file whose tokens calibrate --method clip / gptq (never the text you evaluate on).")
-def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration, iters, windows, seed):
+def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration, iters, windows, seed, e2e_steps,
+             e2e_lr, e2e_holdout, e2e_windows, e2e_calibration):
     """Quantise SRC (HF directory or .gguf) into a compressed-tensors checkpoint DST."""
     import torch
 
@@ -43,8 +56,14 @@ def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration,
             raise NinferError(f"--method {method} needs --calibration FILE (a few thousand tokens of typical text).")
         with open(calibration, encoding="utf-8") as f:
             ids = f.read()
+    e2e_text = None
+    if e2e_calibration is not None:
+        with open(e2e_calibration, encoding="utf-8") as f:
+            e2e_text = f.read()
     qcfg = quantize_checkpoint(src, dst, int(bits), int(group_size), method, not asymmetric, getattr(torch, dtype),
-                               calibration=ids, round_options={"iters": iters, "windows": windows, "seed": seed})
+                               calibration=ids, round_options={"iters": iters, "windows": windows, "seed": seed,
+                                              "e2e_steps": e2e_steps, "e2e_lr": e2e_lr, "e2e_holdout": e2e_holdout,
+                                              "e2e_calibration": e2e_text, "e2e_windows": e2e_windows})
     sizes = sorted({g["weights"]["group_size"] for g in qcfg["config_groups"].values()}, reverse=True)
     click.echo(f"wrote {dst}: int{bits}, groups of {'/'.join(map(str, sizes))}, "
                f"{'asymmetric' if asymmetric else 'symmetric'} ({method}); kept dense: "

@@ -111,8 +111,20 @@ def _bench():
 
         from .blockwise import learned_rounding
         kw.update(ast.literal_eval(os.environ.get("ROUND_KW", "{}")))
+        if isinstance(kw.get("e2e_calibration"), str):  # a text file for the end-to-end stage
+            with open(kw["e2e_calibration"], encoding="utf-8") as f:
+                kw["e2e_calibration"] = llm.tokenizer.encode(f.read())
         return learned_rounding(llm, c, **kw)
     m["round"] = learned  # block-wise learned rounding + clipping (ROUND_KW: a dict of learned_rounding options)
+
+    def e2e(llm, c, s):
+        import ast
+
+        from .blockwise import e2e_tune
+        saved = torch.load(os.environ["E2E_FROM"], weights_only=False)  # {parameter path: QuantWeight}
+        weights = [(lin, saved[path]) for path, lin in decoder_linears(llm)]
+        return e2e_tune(llm, weights, c, **ast.literal_eval(os.environ.get("E2E_KW", "{}")))
+    m["e2e"] = e2e  # the end-to-end stage alone, on weights saved by SAVE= (E2E_FROM: the file; E2E_KW: options)
     return m
 
 
