@@ -46,10 +46,13 @@ class Sampler:
             probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
         return probs / probs.sum()
 
-    def draw(self, probs: torch.Tensor) -> int:
-        """One draw from probs (Gumbel-max via exponential noise: stays on the device)."""
+    def _draw(self, probs: torch.Tensor) -> torch.Tensor:
+        """One draw from probs as a device tensor (Gumbel-max via exponential noise)."""
         q = torch.empty_like(probs).exponential_(generator=self.gen)
-        return int((probs / q).argmax())
+        return (probs / q).argmax()
+
+    def draw(self, probs: torch.Tensor) -> int:
+        return int(self._draw(probs))
 
     def on_device(self) -> bool:
         """Whether ``sample`` serves these parameters: no penalty reads the output so far (which only the host
@@ -62,9 +65,7 @@ class Sampler:
         draw as ``__call__`` (the same operations on the same generator) for parameters ``on_device`` serves."""
         if self.p.greedy:
             return logits.argmax().view(1)
-        probs = self.probs(logits)
-        q = torch.empty_like(probs).exponential_(generator=self.gen)
-        return (probs / q).argmax().view(1)
+        return self._draw(self.probs(logits)).view(1)
 
     def __call__(self, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[int]) -> int:
         logits = self.penalise(logits.clone(), prompt_ids, output_ids)
