@@ -1,0 +1,83 @@
+"""What a decode step would take without some of its small kernels: an upper bound on what fusing them can win.
+
+Not a correctness run: the ops named are replaced by ones that launch nothing (their outputs are wrong), and the
+decode graph of a random-weight model is timed as ``bench/decode.py`` times it (the engine's pipelined loop, and the
+graph replayed back to back), beside the unchanged model on the same weights in the same process.
+
+    python bench/whatif.py --shape llama3-8b --ctx 512 --variants base,norm,rope,attn,norm+rope,base
+
+Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
+(``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
+(``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
+output is q).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import random_model as rm  # noqa: E402
+from decode import copy_bandwidth, step_bytes  # noqa: E402
+from timing import decode_rates  # noqa: E402
+
+
+def _no_norm(x, residual, weight, eps, zero_centered=False):
+    return x, residual
+
+
+def _no_rope(q, k, v, positions, cos_sin, k_cache, v_cache, slots, q_norm=None, k_norm=None, eps=1e-6,
+             zero_centered=False):
+    return q
+
+
+def _no_attn(q, k_cache, v_cache, block_table, positions, scale):
+    return q
+
+
+REMOVED = {"norm": ("add_rms_norm", _no_norm), "rope": ("rope_write_kv", _no_rope),
+           "attn": ("paged_attention", _no_attn)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="sm90")
+    ap.add_argument("--shape", default="llama3-8b")
+    ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--new", type=int, default=256)
+    ap.add_argument("--variants", default="base,norm,rope,attn,norm+rope+attn,base")
+    a = ap.parse_args()
+    bw = copy_bandwidth()
+    print(f"{torch.cuda.get_device_name()}  copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
+    cap = a.ctx + a.new + 64
+    runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, 64)
+    del runner
+    prompt = torch.randint(0, 1000, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
+    base_rate = None
+    for v in a.variants.split(","):
+        runner, _ = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, cap, weights=weights)
+        impls = runner.model.ops.impls
+        for part in v.split("+"):
+            if part != "base":
+                op, fn = REMOVED[part]
+                impls[op] = dataclasses.replace(impls[op], fn=fn)
+        tok_s, gpu = decode_rates(runner, prompt, a.new)
+        nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)
+        if v == "base":
+            base_rate = gpu
+        saved = f", {1e6 / base_rate - 1e6 / gpu:6.1f} us a step less than base" if base_rate and v != "base" else ""
+        print(f"RESULT {a.shape} ctx={a.ctx} without={v:18s} pipelined {tok_s:6.1f} tok/s ({nbytes * tok_s / bw:.3f} "
+              f"of copy bw); graph back to back {gpu:6.1f} tok/s = {1e6 / gpu:7.1f} us a step{saved}", flush=True)
+        del runner
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
