@@ -72,6 +72,18 @@
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(W, x, ninfer::GemvStore<T>{y, b, N}, N, K); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
+        gemv_addnorm_##S##_t1_r2_k##SK(const T *W, const T *x, T *h, T *g, const T *res, const T *nw,    \
+                                       float *parts, int N, int K, int P4, int zc) {                     \
+        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
+            W, x, ninfer::GemvAddNorm<T>{h, g, res, nw, parts, P4, zc}, N, K);                          \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
+        gemv_normed_##S##_t1_r2_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K,            \
+                                      const float *parts, int P4, float inv_h, float eps) {              \
+        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
+            W, x, ninfer::GemvNormedStore<T>{y, b, N, parts, P4, inv_h, eps}, N, K);                    \
+    }                                                                                                   \
+    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
         gemv_gdn_in_##S##_t1_r2_k##SK(NINFER_GEMV_GDN_IN_ARGS(T)) {                                     \
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
             W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K); \
