@@ -4,7 +4,7 @@
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp ${KC:-.kc_s9c}/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
-echo "== conformance"; timeout 120 python -m pytest -q -p no:cacheprovider tests/gpu -k "not bench_variants" 2>&1 | grep -v "^ninfer: compiling" | tail -25
-echo "== llama3-8b"; timeout 75 python bench/whatif.py --shape llama3-8b --ctx 512 --variants base,eager,late,eager+late,base 2>&1 | grep RESULT
-echo "== qwen3-8b"; timeout 40 python bench/whatif.py --shape qwen3-8b --ctx 512 --variants base,eager+late,base 2>&1 | grep RESULT
-echo "== qwen3.5-27b"; timeout 60 python bench/whatif.py --shape qwen3.5-27b --ctx 512 --new 128 --variants base,eager+late 2>&1 | grep RESULT
+echo "== conformance"; timeout 110 python -m pytest -q -p no:cacheprovider tests/gpu -k "not bench_variants" 2>&1 | grep -v "^ninfer: compiling" | tail -25
+echo "== llama3-8b"; timeout 60 python bench/whatif.py --shape llama3-8b --ctx 512 --variants base,eager,late,base 2>&1 | grep RESULT
+echo "== qwen3-8b"; timeout 35 python bench/whatif.py --shape qwen3-8b --ctx 512 --variants base,eager+late 2>&1 | grep RESULT
+echo "== qwen3.5-27b"; timeout 50 python bench/whatif.py --shape qwen3.5-27b --ctx 512 --new 64 --variants base,eager+late 2>&1 | grep RESULT
