@@ -9,9 +9,7 @@ graph replayed back to back), beside the unchanged model on the same weights in 
 Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
-output is q). These A/B real paths instead (correct outputs): ``eager`` the eager RMSNorms (NINFER_LAZY_NORM=0, not
-the lazy norms of models.decoder); ``late`` decode attention compiled with -DNINFER_PDL_EARLY_LOADS=0 (its reads after
-its wait; kernels.cuh). ``base`` is the default of both.
+output is q).
 """
 
 from __future__ import annotations
@@ -61,33 +59,20 @@ def main():
     runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, 64)
     del runner
     prompt = torch.randint(0, 1000, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
-    from ninfer.backends import installed_backends
-
-    lib = installed_backends()[a.backend].kernels
-    base_options = lib.options
     base_rate = None
     for v in a.variants.split(","):
-        parts = v.split("+")
-        os.environ["NINFER_LAZY_NORM"] = "0" if "eager" in parts else "auto"  # read at each forward
-        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ())
-        if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
-            lib.options = opts
-            lib._modules.clear()
         runner, _ = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, cap, weights=weights)
         impls = runner.model.ops.impls
-        for part in parts:
-            if part in REMOVED:
+        for part in v.split("+"):
+            if part != "base":
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
-            elif part not in ("base", "eager", "late"):
-                raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)
         if v == "base":
             base_rate = gpu
         saved = f", {1e6 / base_rate - 1e6 / gpu:6.1f} us a step less than base" if base_rate and v != "base" else ""
-        lazy = sum(runner.model.lazy_norms(1))
-        print(f"RESULT {a.shape} ctx={a.ctx} lazy blocks={lazy:2d} variant={v:18s} pipelined {tok_s:6.1f} tok/s ({nbytes * tok_s / bw:.3f} "
+        print(f"RESULT {a.shape} ctx={a.ctx} without={v:18s} pipelined {tok_s:6.1f} tok/s ({nbytes * tok_s / bw:.3f} "
               f"of copy bw); graph back to back {gpu:6.1f} tok/s = {1e6 / gpu:7.1f} us a step{saved}", flush=True)
         del runner
         gc.collect()

@@ -14,8 +14,7 @@ from ninfer.kernels.ops import make_ops
 from ninfer.reference import ops as ref
 
 TOL = 1e-2
-ALL_FUSIONS = ("add_rms_norm,rope_write_kv,linear_silu_mul,attention_merge,"  # the opt-in merge too
-               "linear_add_norm,linear_normed,linear_silu_mul_normed,lazy_norm_fits")
+ALL_FUSIONS = "add_rms_norm,rope_write_kv,linear_silu_mul,attention_merge"  # the opt-in merge too
 
 
 @pytest.fixture(params=["fused", "unfused"])
@@ -105,112 +104,6 @@ def test_linear_silu_mul_two_warps(backend, launchers, K, I, monkeypatch):
         monkeypatch.setenv("NINFER_GEMV_SILU2", "0")
         poison_allocator()
         assert torch.equal(y, launchers["linear_silu_mul"](x, W)), f"{dtype} {2 * I}x{K}: differs from gemv_silu"
-
-
-@pytest.fixture
-def two_rows(monkeypatch):
-    """The two-rows GEMV and the two-warp SwiGLU GEMV whatever the backend's tuning (read at each launch): the lazy
-    norm's kernels run on every backend here."""
-    monkeypatch.setenv("NINFER_GEMV_PAIRS", "1")
-    monkeypatch.setenv("NINFER_GEMV_SILU2", "1")
-
-
-def lazy_input(K, P, dtype, seed=0):
-    """A lazy norm's output as a producer leaves it: g and P per-block sums of h^2 (padded to 4 with zeros)."""
-    torch.manual_seed(seed)
-    h = randn(1, K, dtype=dtype, scale=3.0)
-    w = randn(K, dtype=dtype, scale=0.5)
-    g = (h.float() * w.float()).to(dtype)
-    sq = h.float().pow(2)[0]
-    cut = torch.sort(torch.randperm(K - 1, device="cuda")[:P - 1] + 1).values.tolist() if P > 1 else []
-    sums = [c.sum() for c in torch.tensor_split(sq, cut)]
-    parts = torch.zeros(1, (P + 3) // 4 * 4, dtype=torch.float32, device="cuda")
-    parts[0, :P] = torch.stack(sums)
-    return ref.LazyNormed(g, parts, 1e-6)
-
-
-# Llama-3-8B's o and down (producers), Qwen3.5-27B's o (5120 rows: 1280 block sums), a ragged shape
-@pytest.mark.parametrize("N,K", [(4096, 4096), (4096, 14336), (5120, 6144), (1000, 520), (4104, 4096)])
-@pytest.mark.parametrize("zc", [False, True])
-def test_linear_add_norm(backend, launchers, two_rows, N, K, zc):
-    for dtype in backend_dtypes(backend):
-        x, W = randn(1, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5)
-        r, nw = randn(1, N, dtype=dtype, scale=2.0), randn(N, dtype=dtype, scale=0.5)
-        poison_allocator()
-        h, lazy = launchers["linear_add_norm"](x, W, r, nw, 1e-6, zc)
-        want_h, want = ref.linear_add_norm(x.float(), W.float(), r.float(), nw.float(), 1e-6, zc)
-        assert h.shape == (1, N) and h.dtype == dtype and lazy.g.dtype == dtype
-        assert rel_l2(h, want_h) < TOL and rel_l2(lazy.g, want.g) < TOL
-        assert not torch.isnan(lazy.parts).any()
-        total = lazy.parts.double().sum()
-        assert abs(total - want.parts.double().sum()) / want.parts.double().sum() < TOL
-        # the sums are of h as stored: exactly sum(h^2) up to float32 addition order
-        assert abs(total - h.double().pow(2).sum()) / total < 1e-5
-        if lazy.parts.shape[1] > 1:  # the kernel's per-block sums (padding zeroed), not one row sum
-            assert lazy.parts.shape[1] % 4 == 0
-
-
-@pytest.mark.parametrize("N,K,P", [(6144, 4096, 1024), (4096, 4096, 1), (1032, 5120, 1280), (100, 520, 130),
-                                   (12288, 5120, 2048)])
-@pytest.mark.parametrize("bias", [False, True])
-def test_linear_normed(backend, launchers, two_rows, N, K, P, bias):
-    for dtype in backend_dtypes(backend):
-        lazy = lazy_input(K, P, dtype)
-        W = randn(N, K, dtype=dtype, scale=K ** -0.5)
-        b = randn(N, dtype=dtype) if bias else None
-        poison_allocator()
-        y = launchers["linear_normed"](lazy, W, b)
-        f32 = ref.LazyNormed(lazy.g.float(), lazy.parts, lazy.eps)
-        assert y.shape == (1, N) and y.dtype == dtype
-        assert rel_l2(y, ref.linear_normed(f32, W.float(), None if b is None else b.float())) < TOL
-        poison_allocator()
-        assert torch.equal(y, launchers["linear_normed"](lazy, W, b))  # deterministic
-
-
-@pytest.mark.parametrize("I,K,P", [(14336, 4096, 1024), (17408, 5120, 1280), (100, 2048, 7), (33, 4104, 1)])
-def test_linear_silu_mul_normed(backend, launchers, two_rows, I, K, P):
-    for dtype in backend_dtypes(backend):
-        lazy = lazy_input(K, P, dtype, seed=1)
-        W = randn(2 * I, K, dtype=dtype, scale=K ** -0.5)
-        poison_allocator()
-        y = launchers["linear_silu_mul_normed"](lazy, W)
-        f32 = ref.LazyNormed(lazy.g.float(), lazy.parts, lazy.eps)
-        assert y.shape == (1, I) and y.dtype == dtype
-        assert rel_l2(y, ref.linear_silu_mul_normed(f32, W.float())) < TOL
-        poison_allocator()
-        assert torch.equal(y, launchers["linear_silu_mul_normed"](lazy, W))
-
-
-def test_lazy_norm_chain_equals_the_eager_norm(backend, launchers, two_rows):
-    """o projection -> post-norm -> gate_up + SwiGLU -> down -> next input norm -> qkv, Llama-3-8B shapes: the lazy
-    kernels against the eager kernels (add_rms_norm between GEMVs), and the kernels serve these shapes."""
-    H, I, Q = 4096, 14336, 6144
-    for dtype in backend_dtypes(backend):
-        o_in, r = randn(1, H, dtype=dtype), randn(1, H, dtype=dtype, scale=2.0)
-        Wo, Wgu = randn(H, H, dtype=dtype, scale=H ** -0.5), randn(2 * I, H, dtype=dtype, scale=H ** -0.5)
-        Wd, Wq = randn(H, I, dtype=dtype, scale=I ** -0.5), randn(Q, H, dtype=dtype, scale=H ** -0.5)
-        n1, n2 = randn(H, dtype=dtype, scale=0.5), randn(H, dtype=dtype, scale=0.5)
-        h, a = launchers["linear_add_norm"](o_in, Wo, r, n1, 1e-6)
-        m = launchers["linear_silu_mul_normed"](a, Wgu)
-        h2, a2 = launchers["linear_add_norm"](m, Wd, h, n2, 1e-6)
-        q = launchers["linear_normed"](a2, Wq)
-        e_n, e_h = launchers["add_rms_norm"](launchers["linear"](o_in, Wo), r, n1, 1e-6)
-        e_m = launchers["linear_silu_mul"](e_n, Wgu)
-        e_n2, e_h2 = launchers["add_rms_norm"](launchers["linear"](e_m, Wd), e_h, n2, 1e-6)
-        e_q = launchers["linear"](e_n2, Wq)
-        assert torch.equal(h, e_h)  # the same residual add, rounded alike
-        assert rel_l2(m, e_m) < TOL and rel_l2(h2, e_h2) < TOL and rel_l2(q, e_q) < TOL
-
-
-def test_lazy_norm_fits_the_8b_blocks(backend, launchers, two_rows, request):
-    """The kernels serve a Llama-3-8B block (so the decoder runs it lazily), unless the fusions are off; not a
-    dtype the backend is not built for."""
-    H, I = 4096, 14336
-    dtype = backend_dtypes(backend)[0]
-    ws = [torch.empty(n, k, dtype=dtype, device="cuda") for n, k in ((6144, H), (H, H), (2 * I, H), (H, I))]
-    assert launchers["lazy_norm_fits"](*ws) == (request.node.callspec.params["launchers"] == "fused")
-    ws[0] = torch.empty(6144, H, dtype=torch.float32, device="cuda")
-    assert not launchers["lazy_norm_fits"](*ws)
 
 
 @pytest.mark.parametrize("T,L,Hq,Hk,D,spare", [(1, 513, 32, 8, 128, 191), (1, 8192, 32, 8, 128, 500),

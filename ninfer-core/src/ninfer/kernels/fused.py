@@ -12,14 +12,11 @@ import os
 
 import torch
 
-from ..reference import ops as ref
 from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
 # the ops each backend registers from here: removing one serves it by the reference op instead
-FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated",
-             "linear_add_norm", "linear_normed", "linear_silu_mul_normed", "lazy_norm_fits")
-LAZY_MAX_PARTS = 2048  # gemv.cuh: the most producer blocks (per-block sums of h^2) a lazy-norm consumer takes
+FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated")
 
 
 def fusion_enabled(name: str) -> bool:
@@ -123,98 +120,6 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
                                                      K)
         return y
 
-    def lazy_form(x, weight):
-        """(suffix, rows a warp, K split) of a one-token dense GEMV that runs the two-rows form (gemv.cuh: gemv_rows,
-        which carries the lazy norm's epilogues), else None."""
-        s = suffix(x, "linear_add_norm")
-        K, N = x.shape[-1], weight.shape[0]
-        if (s is None or x.numel() != K or weight.dtype != x.dtype or K % 8 or weight.dim() != 2
-                or not weight.is_contiguous() or warps % 4 or _gemv.mma_on() or not aligned(weight)):
-            return None
-        rows_w, sk = _gemv.form(N, K, pairs)
-        return (s, rows_w, sk) if rows_w == 2 else None
-
-    def linear_add_norm(x, weight, residual, norm_weight, eps, zero_centered=False):
-        """One token: the projection with the residual add, h, g = h * w and per-block sums of h^2 in its epilogue
-        (gemv.cuh: GemvAddNorm); else the reference's arithmetic on the backend's linear."""
-        N = weight.shape[0]
-        f = lazy_form(x, weight)
-        if (f is None or residual.numel() != N or residual.dtype != x.dtype or norm_weight.shape != (N,)
-                or norm_weight.dtype != x.dtype or not norm_weight.is_contiguous()):
-            return ref.linear_add_norm(x, weight, residual, norm_weight, eps, zero_centered, linear=base["linear"])
-        s, _, sk = f
-        K = x.shape[-1]
-        x1 = x.reshape(1, K).contiguous()
-        r1 = residual.reshape(1, N).contiguous()
-        if not aligned(x1, r1):
-            return ref.linear_add_norm(x, weight, residual, norm_weight, eps, zero_centered, linear=base["linear"])
-        rows = warps // sk * 2
-        P = (N + rows - 1) // rows
-        P4 = (P + 3) // 4 * 4
-        h = torch.empty(1, N, dtype=x.dtype, device=x.device)  # [1, N] the residual stream
-        g = torch.empty(1, N, dtype=x.dtype, device=x.device)  # [1, N] h * w
-        parts = torch.empty(1, P4, dtype=torch.float32, device=x.device)  # [1, P4] each block's sum of h^2
-        lib.module(x.device)[f"gemv_addnorm_{s}_t1_r2_k{sk}"]((P,), (warps * 32,), weight, x1, h, g, r1, norm_weight,
-                                                             parts, N, K, P4, int(bool(zero_centered)))
-        return h.view(residual.shape), ref.LazyNormed(g.view(residual.shape), parts, eps)
-
-    def lazy_ok(x, weight) -> bool:
-        p = x.parts
-        return (p.dtype == torch.float32 and p.dim() == 2 and p.shape[0] == 1 and p.shape[1] % 4 == 0
-                and p.shape[1] <= LAZY_MAX_PARTS and p.is_contiguous() and aligned(p, x.g) and x.g.is_contiguous())
-
-    def linear_normed(x, weight, bias=None):
-        """One token: the GEMV on g, each output scaled by the norm's rsqrt (gemv.cuh: GemvNormedStore)."""
-        f = lazy_form(x.g, weight)
-        if (f is None or not lazy_ok(x, weight)
-                or (bias is not None and (bias.dtype != x.g.dtype or not bias.is_contiguous()))):
-            return ref.linear_normed(x, weight, bias)
-        s, _, sk = f
-        N, K = weight.shape
-        y = torch.empty(*x.g.shape[:-1], N, dtype=x.g.dtype, device=x.g.device)
-        lib.module(x.g.device)[f"gemv_normed_{s}_t1_r2_k{sk}"](((N + warps // sk * 2 - 1) // (warps // sk * 2),),
-                                                              (warps * 32,), weight, x.g, bias, y, N, K, x.parts,
-                                                              x.parts.shape[1], 1.0 / K, float(x.eps))
-        return y
-
-    def linear_silu_mul_normed(x, weight):
-        """One token: gate_up on g with SwiGLU, both sums scaled by the norm's rsqrt (fused.cuh: gemv_silu2)."""
-        g = x.g
-        s = suffix(g, "linear_silu_mul_normed")
-        K, I2 = g.shape[-1], weight.shape[0]
-        env = os.environ.get("NINFER_GEMV_SILU2")
-        two = (env == "1" if env in ("0", "1") else silu2) and warps % 2 == 0
-        if (s is None or not two or g.numel() != K or weight.dtype != g.dtype or K % 8 or I2 % 2 or _gemv.mma_on()
-                or not weight.is_contiguous() or not aligned(weight) or not lazy_ok(x, weight)):
-            return base["silu_mul"](linear_normed(x, weight))
-        I = I2 // 2
-        y = torch.empty(*g.shape[:-1], I, dtype=g.dtype, device=g.device)  # [..., I]
-        lib.module(g.device)[f"gemv_silu2_lazy_t1_{s}"](((2 * I + warps - 1) // warps,), (warps * 32,), weight, g, y,
-                                                       I, K, x.parts, x.parts.shape[1], 1.0 / K, float(x.eps))
-        return y
-
-    def lazy_norm_fits(qkv, o, gate_up, down) -> bool:
-        """Whether the lazy norm's kernels serve a decoder block with these dense weights at one token: the
-        backend's tuning has the two-rows GEMV and the two-warp SwiGLU GEMV, and each projection runs them.
-        Otherwise the decoder keeps the eager norms (the reference's arithmetic on the host would be slower)."""
-        env = os.environ.get("NINFER_GEMV_SILU2")
-        two = env == "1" if env in ("0", "1") else silu2
-        if not (on["linear_add_norm"] and two and warps % 4 == 0) or _gemv.mma_on():
-            return False
-        for w in (qkv, o, gate_up, down):
-            if (not isinstance(w, torch.Tensor) or not w.is_cuda or w.dtype not in lib.dtypes or w.dim() != 2
-                    or not w.is_contiguous() or w.shape[1] % 8 or not aligned(w)):
-                return False
-        for w in (qkv, o, down):  # the consumer (qkv) and the producers run gemv_rows
-            rows_w, sk = _gemv.form(*w.shape, pairs)
-            if rows_w != 2:
-                return False
-        for w in (o, down):  # a consumer holds the producer's per-block sums
-            rows = warps // _gemv.form(*w.shape, pairs)[1] * 2
-            if (w.shape[0] + rows - 1) // rows > LAZY_MAX_PARTS:
-                return False
-        return gate_up.shape[0] % 2 == 0
-
     def unfused_gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim):
         H = (weight.shape[0] - conv_dim - z_dim) // 2
         mixed, z, b, a = base["linear"](x, weight).split([conv_dim, z_dim, H, H], dim=-1)
@@ -252,5 +157,4 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
     return {"add_rms_norm": add_rms_norm, "rope_write_kv": rope_write_kv, "linear_silu_mul": linear_silu_mul,
-            "gdn_in_proj": gdn_in_proj, "linear_add_norm": linear_add_norm, "linear_normed": linear_normed,
-            "linear_silu_mul_normed": linear_silu_mul_normed, "lazy_norm_fits": lazy_norm_fits}
+            "gdn_in_proj": gdn_in_proj}

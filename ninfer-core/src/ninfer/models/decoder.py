@@ -42,33 +42,6 @@ class DecoderBlock:
         normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x)  # h = x + mixer out
         return h, self.mlp(normed)
 
-    def lazy_capable(self) -> bool:
-        """Whether this block can run with lazy norms (``lazy``): an attention mixer and dense projections, no
-        output-projection bias, that the backend's lazy-norm kernels serve (``lazy_norm_fits``)."""
-        m = self.mixer
-        if not isinstance(m, _attention.Attention) or m.o.bias is not None:
-            return False
-        ws = (m.qkv.weight, m.o.weight, self.mlp.gate_up.weight, self.mlp.down.weight)
-        return all(isinstance(w, torch.Tensor) for w in ws) and self.post_norm.ops.lazy_norm_fits(*ws)
-
-    def lazy(self, x: torch.Tensor, a, next_norm, ctx):
-        """One token through the block with each RMSNorm left lazy (reference.ops.LazyNormed): the output projection
-        of the attention adds the residual and makes the post-norm's g and sums (``linear_add_norm``), the gate_up
-        GEMV scales by its rsqrt (``linear_silu_mul_normed``), and the down projection does the same for
-        ``next_norm`` (the next block's input norm). No norm kernel of its own: the norm's sum of squares is added
-        up inside the GEMV after it. a: this block's normed input (a tensor or a LazyNormed); x: the residual.
-        -> (h, pending, normed): with next_norm, (the block's output, None, the next block's normed input);
-        without, (h, mlp_out, None) as ``deferred``."""
-        ops, pn = self.post_norm.ops, self.post_norm
-        h, normed = ops.linear_add_norm(self.mixer(a, ctx, project=False), self.mixer.o.weight, x, pn.weight, pn.eps,
-                                        pn.zero_centered)
-        m = self.mlp.hidden(normed)
-        if next_norm is None:
-            return h, self.mlp.down(m), None
-        h2, n2 = ops.linear_add_norm(m, self.mlp.down.weight, h, next_norm.weight, next_norm.eps,
-                                     next_norm.zero_centered)
-        return h2, None, n2
-
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         src = {"input_norm.weight": [f"{prefix}.input_layernorm.weight"],
                "post_norm.weight": [f"{prefix}.post_attention_layernorm.weight"]}
@@ -88,36 +61,12 @@ class CausalLM:
         self.lm_head = Linear(ops, cfg.hidden_size, cfg.vocab_size)
         self.extra_weights: dict[str, torch.Tensor] = {}  # e.g. mtp.* kept for the MTP drafter
 
-    def lazy_norms(self, T: int) -> list[bool]:
-        """Per layer, whether a forward of T tokens runs it with lazy norms (DecoderBlock.lazy): one-token steps
-        (decode), where the backend has the lazy-norm GEMVs (``linear_add_norm`` not served by the reference).
-        ``NINFER_LAZY_NORM=0`` turns it off, ``=1`` on for any backend (the reference's arithmetic: tests)."""
-        import os
-
-        env = os.environ.get("NINFER_LAZY_NORM", "auto")
-        impl = getattr(self.ops, "impls", {}).get("linear_add_norm")
-        on = env == "1" or (env != "0" and impl is not None and impl.backend != "reference")
-        if not on or T != 1:
-            return [False] * len(self.layers)
-        return [isinstance(b, DecoderBlock) and b.lazy_capable() for b in self.layers]
-
     def forward(self, ids: torch.Tensor, ctx) -> torch.Tensor:
         """ids: [T] int64 -> final hidden states [T, H] (after the final norm)."""
         x = self.ops.embedding(ids, self.embed_tokens)
         pending = None  # the last block's MLP output, added to x by the next norm (fused)
-        normed = None  # the next block's normed input, left lazy by the block before (lazy norms)
-        lazy = self.lazy_norms(ids.shape[0])
-        for i, layer in enumerate(self.layers):
-            if lazy[i]:
-                if normed is None:
-                    if pending is None:
-                        normed = layer.input_norm(x)
-                    else:
-                        normed, x = layer.input_norm.add_and_norm(pending, x)
-                        pending = None
-                nxt = self.layers[i + 1].input_norm if i + 1 < len(self.layers) and lazy[i + 1] else None
-                x, pending, normed = layer.lazy(x, normed, nxt, ctx)
-            elif isinstance(layer, DecoderBlock):
+        for layer in self.layers:
+            if isinstance(layer, DecoderBlock):
                 x, pending = layer.deferred(x, pending, ctx)
             else:  # a wrapped block (engine.speculative.LayerTaps) takes and returns the whole residual stream
                 x = layer(x if pending is None else x + pending, ctx)

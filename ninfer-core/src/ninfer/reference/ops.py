@@ -121,62 +121,12 @@ def linear_silu_mul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return silu_mul(linear(x, weight))
 
 
-class LazyNormed:
-    """An RMSNorm's output left unscaled (the lazy norm: ``linear_add_norm`` makes it, ``linear_normed`` and
-    ``linear_silu_mul_normed`` take it): g = h * w (or h * (1 + w)) in h's dtype, and parts, float32 [T, P] whose
-    row sums are sum(h^2) per token; rms_norm(h) = g * rsqrt(sum(h^2) / H + eps), rounded."""
-
-    def __init__(self, g: torch.Tensor, parts: torch.Tensor, eps: float):
-        self.g, self.parts, self.eps = g, parts, eps
-
-    @property
-    def shape(self):
-        return self.g.shape
-
-    def scale(self) -> torch.Tensor:
-        """rsqrt(sum(h^2) / H + eps) per token: float32 [T, 1]."""
-        return torch.rsqrt(self.parts.float().sum(-1, keepdim=True) / self.g.shape[-1] + self.eps)
-
-
-def linear_add_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
-                    eps: float, zero_centered: bool = False, linear=linear) -> tuple[torch.Tensor, LazyNormed]:
-    """The projection that ends a residual block, its residual add and the next RMSNorm, that norm left lazy:
-    y = x @ W^T (stored in x's dtype), h = residual + y (in that dtype) -> (h, LazyNormed of rms_norm(h)).
-    ``linear``: the GEMM that computes y (a backend passes its own)."""
-    h = linear(x, weight) + residual
-    hf = h.float()
-    w = norm_weight.float()
-    g = (hf * ((1.0 + w) if zero_centered else w)).to(h.dtype)
-    return h, LazyNormed(g, hf.pow(2).sum(-1, keepdim=True), eps)
-
-
-def linear_normed(x: LazyNormed, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """linear(rms_norm(h), W) from a lazy norm: (g @ W^T) * its scale (+ b), in float32, rounded once."""
-    y = (x.g.float() @ weight.float().t()) * x.scale()
-    if bias is not None:
-        y = y + bias.float()
-    return y.to(x.g.dtype)
-
-
-def linear_silu_mul_normed(x: LazyNormed, weight: torch.Tensor) -> torch.Tensor:
-    """linear_silu_mul(rms_norm(h), W) from a lazy norm."""
-    return silu_mul(linear_normed(x, weight))
-
-
-def lazy_norm_fits(qkv: torch.Tensor, o: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> bool:
-    """Whether the lazy-norm ops serve a decoder block with these projection weights (the reference: any)."""
-    return True
-
-
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_table: torch.Tensor, positions: torch.Tensor, scale: float) -> torch.Tensor:
     """Causal attention of new queries over one sequence's paged cache (prefill, decode, verify).
 
     q: [T, Hq, D]; caches: [blocks, block_size, Hk, D]; block_table: [n] int32; positions: [T] int64,
     ascending, the position of each query: query i attends keys 0..positions[i]. -> [T, Hq, D].
-
-    The caller's promise (kernels may read the cache early, before the op just ahead of them has finished): that
-    op writes no key below positions[0] (it is the KV write of these queries' own tokens, or nothing to the cache).
     """
     T, Hq, D = q.shape
     bs, Hk = k_cache.shape[1], k_cache.shape[2]
@@ -217,10 +167,6 @@ OPS = {
     "add_rms_norm": add_rms_norm,
     "rope_write_kv": rope_write_kv,
     "linear_silu_mul": linear_silu_mul,
-    "linear_add_norm": linear_add_norm,
-    "linear_normed": linear_normed,
-    "linear_silu_mul_normed": linear_silu_mul_normed,
-    "lazy_norm_fits": lazy_norm_fits,
     "paged_attention": paged_attention,
     "argmax": argmax,
     "sigmoid_mul": sigmoid_mul,

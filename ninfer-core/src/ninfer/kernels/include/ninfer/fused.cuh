@@ -205,15 +205,12 @@ __device__ __forceinline__ void gemv_silu(const T *__restrict__ W, const T *__re
 // their sums met in shared memory: twice the warps of gemv_silu, each with its loads issued a round ahead
 // (bench/gemv_lab.py on the H200: one row a warp in that form streams the 27B's gate_up at 0.98 of copy bandwidth
 // against 0.93-0.95 for gemv_silu). Each row's sum has gemv_silu's order (bitwise the same output).
-// LAZY: x is a lazy RMSNorm's g (gemv.cuh: GemvAddNorm), both sums scaled by its rsqrt before they are rounded.
-template <typename T, int WARPS, bool LAZY = false>
+template <typename T, int WARPS>
 __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__restrict__ x, T *__restrict__ y,
-                                           int I, int K, const float *parts = nullptr, int P4 = 0,
-                                           float inv_h = 0.f, float eps = 0.f) {
+                                           int I, int K) {
     constexpr int U = 2;
     static_assert(WARPS % 2 == 0, "gate and up warps");
     __shared__ float s_up[WARPS];
-    __shared__ __align__(16) float s_parts[LAZY ? LAZY_MAX_PARTS : 4];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n = blockIdx.x * (WARPS / 2) + warp / 2;
     const bool up = warp & 1, live = n < I;
@@ -226,7 +223,6 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
             if (lane + 32 * u < KV) prefetch_l2(Wr + lane + 32 * u);
     }
     pdl_stream_enter();
-    if (LAZY) lazy_norm_fetch(s_parts, parts, P4);
     float acc = 0.f;
     if (live) {
         int v = gemv_rounds_next<T, U>(Wr, xr, lane, KV, acc);
@@ -239,7 +235,6 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
         }
     }
     acc = warp_sum(acc);
-    if (LAZY) acc *= lazy_norm_scale(s_parts, P4, inv_h, eps);
     if (lane == 0 && up) s_up[warp] = acc;
     __syncthreads();
     if (lane == 0 && !up && live) {
@@ -277,9 +272,4 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
         gemv_silu2_t1_##S(const T *W, const T *x, T *y, int I, int K) {                               \
         ninfer::gemv_silu2<T, NINFER_GEMV_WARPS>(W, x, y, I, K);                                        \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
-        gemv_silu2_lazy_t1_##S(const T *W, const T *x, T *y, int I, int K, const float *parts, int P4,  \
-                               float inv_h, float eps) {                                                \
-        ninfer::gemv_silu2<T, NINFER_GEMV_WARPS, true>(W, x, y, I, K, parts, P4, inv_h, eps);           \
     }

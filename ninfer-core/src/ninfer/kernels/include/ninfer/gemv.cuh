@@ -54,7 +54,6 @@ __device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, co
 // epilogue (GdnInEpilogue below). Called by one lane per output.
 template <typename T>
 struct GemvStore {
-    static constexpr int LAZY = 0;  // a plain epilogue (the lazy RMSNorm's: GemvNormedStore 1, GemvAddNorm 2)
     T *y;
     const T *bias;
     int N;
@@ -133,79 +132,6 @@ __device__ __forceinline__ void gemv(const T *__restrict__ W, const T *__restric
 
 namespace ninfer {
 
-// Lazy RMSNorm between two decode GEMVs (ninfer.kernels.fused: linear_add_norm, linear_normed): the GEMV that ends a
-// residual block (the o or the down projection, the producer) adds its output y (stored in T) to the residual r and
-// writes h = r + y, g = h * w (w the next norm's weight, 1 + w zero-centred) and, per block, the sum of h^2 over its
-// rows; the GEMV that starts the next block (the consumer) reads g as its input and scales each output by
-// rsqrt(sum of the producer's block sums / H + eps), those sums added in a fixed order (deterministic). So the norm
-// has no kernel of its own and its reduction happens while the consumer's rows stream: the consumer's block copies
-// the sums into shared memory (cp.async, no registers) after its wait and adds them after its dot products.
-constexpr int LAZY_MAX_PARTS = 2048;  // producer blocks a consumer takes (fused.py: LAZY_MAX_PARTS)
-
-__device__ __forceinline__ void copy16_async(float *dst, const float *src) {
-#if __CUDA_ARCH__ >= 800
-    const unsigned a = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(src) : "memory");
-#else
-    *reinterpret_cast<float4 *>(dst) = __ldcg(reinterpret_cast<const float4 *>(src));
-#endif
-}
-
-// The consumer's side: start copying the producer's P4 (a multiple of 4) block sums into s_parts (after pdl_wait).
-__device__ __forceinline__ void lazy_norm_fetch(float *s_parts, const float *parts, int P4) {
-    for (int i = threadIdx.x; i < P4 / 4; i += blockDim.x) copy16_async(s_parts + 4 * i, parts + 4 * i);
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-
-// ... and the scale, the same bits in every lane of every warp. Every thread of the block calls it (a barrier).
-__device__ __forceinline__ float lazy_norm_scale(const float *s_parts, int P4, float inv_h, float eps) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-    __syncthreads();
-    const int lane = threadIdx.x % 32;
-    float s = 0.f;
-    for (int i = lane; i < P4 / 4; i += 32) {
-        const float4 v = reinterpret_cast<const float4 *>(s_parts)[i];
-        s += (v.x + v.y) + (v.z + v.w);
-    }
-    return rsqrtf(warp_sum(s) * inv_h + eps);
-}
-
-// The producer's epilogue (LAZY 2): returns h^2 of output n, which gemv_rows sums over the block into parts.
-template <typename T>
-struct GemvAddNorm {
-    static constexpr int LAZY = 2;
-    T *h, *g;
-    const T *res, *nw;
-    float *parts;
-    int P4, zc;
-    __device__ __forceinline__ float operator()(int, int n, float acc) const {
-        const T hv = from_f<T>(to_f(from_f<T>(acc)) + to_f(res[n]));  // y stored in T, then the residual add in T
-        h[n] = hv;
-        const float hf = to_f(hv), w = to_f(nw[n]);
-        g[n] = from_f<T>(hf * (zc ? 1.f + w : w));
-        return hf * hf;
-    }
-};
-
-// The consumer's epilogue (LAZY 1): gemv_rows scales the output by the norm's rsqrt first; y = that + bias.
-template <typename T>
-struct GemvNormedStore {
-    static constexpr int LAZY = 1;
-    T *y;
-    const T *bias;
-    int N;
-    const float *parts;
-    int P4;
-    float inv_h, eps;
-    __device__ __forceinline__ void operator()(int t, int n, float acc) const {
-        y[(i64)t * N + n] = from_f<T>(acc + (bias ? to_f(bias[n]) : 0.f));
-    }
-};
-
 // Batch-1 GEMV with split K, for matrices with too few rows to keep enough loads in flight (the q/k/v and o
 // projections, a down projection of 4096 rows): SPLITK warps share a row, each streaming a contiguous
 // K range, and their partial sums meet in shared memory in a fixed order (deterministic).
@@ -223,7 +149,6 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
                                           int K) {
     constexpr int GROUPS = WARPS / SPLITK;  // row groups (R rows each) per block
     __shared__ float s_acc[WARPS][R];
-    __shared__ __align__(16) float s_lazy[Epi::LAZY == 1 ? LAZY_MAX_PARTS : Epi::LAZY == 2 ? GROUPS * R : 1];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int n0 = (blockIdx.x * GROUPS + warp / SPLITK) * R, part = warp % SPLITK;
     const int KV = K / 8;
@@ -240,7 +165,6 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
                 if (v0 + lane + 32 * u < v1) prefetch_l2(Wr[r] + v0 + lane + 32 * u);
     }
     pdl_stream_enter();
-    if constexpr (Epi::LAZY == 1) lazy_norm_fetch(s_lazy, epi.parts, epi.P4);
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.f;
@@ -299,46 +223,26 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
     }
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
-    float rs = 1.f;  // LAZY 1: the input's RMSNorm scale
-    if constexpr (Epi::LAZY == 1) rs = lazy_norm_scale(s_lazy, epi.P4, epi.inv_h, epi.eps);
-    auto out = [&](int r, float val) {  // row n0 + r's output (LAZY 2: and its h^2 for the block's sum)
-        if constexpr (Epi::LAZY == 2) {
-            s_lazy[(warp / SPLITK) * R + r] = epi(0, n0 + r, val);
-        } else {
-            epi(0, n0 + r, Epi::LAZY == 1 ? val * rs : val);
-        }
-    };
     if constexpr (SPLITK == 1) {
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (lane == r && n0 + r < N) out(r, acc[r]);
-    } else {
-        if (lane == 0) {
-#pragma unroll
-            for (int r = 0; r < R; r++) s_acc[warp][r] = acc[r];
-        }
-        __syncthreads();
-        if (part == 0) {
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                if (lane == r && n0 + r < N) {
-                    float s = 0.f;
-#pragma unroll
-                    for (int p = 0; p < SPLITK; p++) s += s_acc[warp + p][r];
-                    out(r, s);
-                }
-            }
-        }
+            if (lane == r && n0 + r < N) epi(0, n0 + r, acc[r]);
+        return;
     }
-    if constexpr (Epi::LAZY == 2) {  // the block's sum of h^2 over its rows, in row order
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            const int row0 = blockIdx.x * GROUPS * R;
-            float s = 0.f;
-            for (int i = 0; i < GROUPS * R && row0 + i < N; i++) s += s_lazy[i];
-            epi.parts[blockIdx.x] = s;
-            if (blockIdx.x == 0)
-                for (int i = gridDim.x; i < epi.P4; i++) epi.parts[i] = 0.f;  // the padding to a multiple of 4
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++) s_acc[warp][r] = acc[r];
+    }
+    __syncthreads();
+    if (part == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (lane == r && n0 + r < N) {
+                float s = 0.f;
+#pragma unroll
+                for (int p = 0; p < SPLITK; p++) s += s_acc[warp + p][r];
+                epi(0, n0 + r, s);
+            }
         }
     }
 }
@@ -404,7 +308,6 @@ __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__
 // y is [1, C + Z]. Exactly ninfer.reference.gdn.gdn_in_proj's arithmetic after the GEMV.
 template <typename T>
 struct GdnInEpilogue {
-    static constexpr int LAZY = 0;
     T *y;
     const T *conv_w;
     float *conv_state;

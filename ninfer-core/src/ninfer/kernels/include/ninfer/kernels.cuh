@@ -38,16 +38,6 @@
 #ifndef NINFER_ATTN_WARPS
 #define NINFER_ATTN_WARPS 4
 #endif
-// Decode attention (split1, combine) reads what an earlier step or launch wrote before its pdl_wait (attention.cuh:
-// split_pass); not where a kernel lets the next launch before it waits itself (NINFER_PDL_EARLY_TRIGGER, measurements
-// only), nor with -DNINFER_PDL_EARLY_LOADS=0 (A/B).
-#ifndef NINFER_PDL_EARLY_LOADS
-#ifdef NINFER_PDL_EARLY_TRIGGER
-#define NINFER_PDL_EARLY_LOADS false
-#else
-#define NINFER_PDL_EARLY_LOADS true
-#endif
-#endif
 #define NINFER_ATTN_ROWS 8    // query rows sharing one block's K/V loads
 #define NINFER_ATTN_CMAX 256  // most keys per split
 
@@ -70,18 +60,6 @@
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
         gemv_##S##_t1_r2_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K) {                \
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(W, x, ninfer::GemvStore<T>{y, b, N}, N, K); \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
-        gemv_addnorm_##S##_t1_r2_k##SK(const T *W, const T *x, T *h, T *g, const T *res, const T *nw,    \
-                                       float *parts, int N, int K, int P4, int zc) {                     \
-        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
-            W, x, ninfer::GemvAddNorm<T>{h, g, res, nw, parts, P4, zc}, N, K);                          \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
-        gemv_normed_##S##_t1_r2_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K,            \
-                                      const float *parts, int P4, float inv_h, float eps) {              \
-        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
-            W, x, ninfer::GemvNormedStore<T>{y, b, N, parts, P4, inv_h, eps}, N, K);                    \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
         gemv_gdn_in_##S##_t1_r2_k##SK(NINFER_GEMV_GDN_IN_ARGS(T)) {                                     \
@@ -142,9 +120,8 @@
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split1_##S##_d##D(   \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
         int ntok, int Hq, int Hk, int bs, int S_, int C, int cmin, int q_stride, float scale) {         \
-        if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
-        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false, 1,  \
-                                NINFER_PDL_EARLY_LOADS>(                                                \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false, 1>( \
             q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, cmin, q_stride, scale, nullptr, nullptr); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_combine_##S##_d##D( \
@@ -215,8 +192,8 @@
     NINFER_ATTN(S, T, 256)                                                                              \
     extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
                                                      T *out, int Hq, int S_, int C, int cmin, int D) {  \
-        if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
-        ninfer::attention_combine<T, NINFER_PDL_EARLY_LOADS>(po, pml, pos, out, Hq, S_, C, cmin, D);    \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, cmin, D);                            \
     }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
     NINFER_KVQ_KERNELS(S, T)                                                                            \
