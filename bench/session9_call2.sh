@@ -1,5 +1,5 @@
-# Session 9, device call 2: conformance of every backend with the lazy RMSNorm (decoder blocks whose norms ride in
-# the GEMVs around them) and the decode attention's early reads, then their A/B on the decode step (bench/whatif.py:
+# Session 9, device call 2 (ran on commit 1cf5240; what it measured was reverted after it, bench/RESULTS.md): conformance
+# of every backend with the lazy RMSNorm (decoder blocks whose norms ride in the GEMVs around them) and the decode attention's early reads, then their A/B on the decode step (bench/whatif.py:
 # eager = the eager norms, late = attention reads after its wait). Kernels precompiled here (.kc_s9c).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp ${KC:-.kc_s9c}/* $NINFER_KERNEL_CACHE/
