@@ -9,7 +9,8 @@ graph replayed back to back), beside the unchanged model on the same weights in 
 Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
-output is q).
+output is q). ``plain`` is not a removal: the norm kernels instead of the norms inside the GEMVs
+(NINFER_NORM_IN=0; models.decoder: DecoderBlock.norm_in), outputs correct.
 """
 
 from __future__ import annotations
@@ -61,18 +62,22 @@ def main():
     prompt = torch.randint(0, 1000, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
     base_rate = None
     for v in a.variants.split(","):
+        parts = v.split("+")
+        os.environ["NINFER_NORM_IN"] = "0" if "plain" in parts else "auto"  # read at each forward
         runner, _ = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, cap, weights=weights)
         impls = runner.model.ops.impls
-        for part in v.split("+"):
-            if part != "base":
+        for part in parts:
+            if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
+            elif part not in ("base", "plain"):
+                raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)
         if v == "base":
             base_rate = gpu
         saved = f", {1e6 / base_rate - 1e6 / gpu:6.1f} us a step less than base" if base_rate and v != "base" else ""
-        print(f"RESULT {a.shape} ctx={a.ctx} without={v:18s} pipelined {tok_s:6.1f} tok/s ({nbytes * tok_s / bw:.3f} "
+        print(f"RESULT {a.shape} ctx={a.ctx} norms in GEMVs={int(runner.model.norms_in_gemvs(1))} variant={v:18s} pipelined {tok_s:6.1f} tok/s ({nbytes * tok_s / bw:.3f} "
               f"of copy bw); graph back to back {gpu:6.1f} tok/s = {1e6 / gpu:7.1f} us a step{saved}", flush=True)
         del runner
         gc.collect()
