@@ -9,8 +9,8 @@ graph replayed back to back), beside the unchanged model on the same weights in 
 Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
-output is q). ``plain`` is not a removal: the norm kernels instead of the norms inside the GEMVs
-(NINFER_NORM_IN=0; models.decoder: DecoderBlock.norm_in), outputs correct.
+output is q). ``normin`` is not a removal: the norms inside the GEMVs instead of the norm kernels
+(NINFER_NORM_IN=auto; models.decoder: DecoderBlock.norm_in, opt-in), outputs correct.
 """
 
 from __future__ import annotations
@@ -63,14 +63,14 @@ def main():
     base_rate = None
     for v in a.variants.split(","):
         parts = v.split("+")
-        os.environ["NINFER_NORM_IN"] = "0" if "plain" in parts else "auto"  # read at each forward
+        os.environ["NINFER_NORM_IN"] = "auto" if "normin" in parts else "0"  # read at each forward
         runner, _ = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, cap, weights=weights)
         impls = runner.model.ops.impls
         for part in parts:
             if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
-            elif part not in ("base", "plain"):
+            elif part not in ("base", "normin"):
                 raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)

@@ -63,6 +63,8 @@ def _decode_logits(runner, prompt, steps):
 
 def test_norm_in_selection(llm, monkeypatch):
     model = llm.runner.model
+    monkeypatch.delenv("NINFER_NORM_IN", raising=False)
+    assert not model.norms_in_gemvs(1)  # opt-in
     monkeypatch.setenv("NINFER_NORM_IN", "auto")
     assert not model.norms_in_gemvs(1)  # the reference backend: off unless forced
     monkeypatch.setenv("NINFER_NORM_IN", "1")

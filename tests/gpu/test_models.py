@@ -119,8 +119,8 @@ def test_pipelined_decode_equals_plain_loop(backend, shape, temperature, monkeyp
 
 @pytest.mark.parametrize("shape", ["llama3-8b", "qwen3-8b"])
 def test_norms_in_gemvs_match_the_norm_kernels(backend, shape, monkeypatch):
-    """Decode with the RMSNorms inside the GEMVs (models.decoder: DecoderBlock.norm_in; on by default where the
-    backend's kernels serve every block) against the norm kernels, on the same weights and tokens, one runner after
+    """Decode with the RMSNorms inside the GEMVs (models.decoder: DecoderBlock.norm_in; NINFER_NORM_IN, opt-in)
+    against the norm kernels, on the same weights and tokens, one runner after
     another: logits within bf16 rounding, and the CUDA graph replays the eager norm-in decode bit for bit."""
     dtype = backend_dtypes(backend)[0]
     w = shared_weights(shape, dtype)

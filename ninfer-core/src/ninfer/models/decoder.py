@@ -84,12 +84,12 @@ class CausalLM:
 
     def norms_in_gemvs(self, T: int) -> bool:
         """Whether a forward of T tokens runs every block with its norms inside its GEMVs (DecoderBlock.norm_in):
-        one-token steps (decode) of a model whose blocks all qualify, where the backend has the norm-in kernels
-        (``norm_in_fits`` not the reference's). ``NINFER_NORM_IN=0`` turns it off, ``=1`` on for any backend (the
-        reference's arithmetic: tests)."""
+        one-token steps (decode) of a model whose blocks all qualify. Opt-in until measured on a GPU (bench/RESULTS.md,
+        2026-12-03 session 9): ``NINFER_NORM_IN=auto`` where the backend has the norm-in kernels (``norm_in_fits``
+        not the reference's), ``=1`` for any backend (the reference's arithmetic: tests), unset or ``0`` off."""
         import os
 
-        env = os.environ.get("NINFER_NORM_IN", "auto")
+        env = os.environ.get("NINFER_NORM_IN", "0")
         impl = getattr(self.ops, "impls", {}).get("norm_in_fits")
         on = env == "1" or (env != "0" and impl is not None and impl.backend != "reference")
         return (on and T == 1 and all(isinstance(b, DecoderBlock) for b in self.layers)
