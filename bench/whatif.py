@@ -9,7 +9,8 @@ graph replayed back to back), beside the unchanged model on the same weights in 
 Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
-output is q).
+output is q). ``late`` is not a removal: the decode attention compiled with -DNINFER_PDL_EARLY_LOADS=0 (its reads
+after its wait, as before; kernels.cuh), outputs correct; precompile it with bench/precompile_variants.sh.
 """
 
 from __future__ import annotations
@@ -59,14 +60,25 @@ def main():
     runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, 64)
     del runner
     prompt = torch.randint(0, 1000, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
+    from ninfer.backends import installed_backends
+
+    lib = installed_backends()[a.backend].kernels
+    base_options = lib.options
     base_rate = None
     for v in a.variants.split(","):
+        parts = v.split("+")
+        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ())
+        if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
+            lib.options = opts
+            lib._modules.clear()
         runner, _ = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, cap, weights=weights)
         impls = runner.model.ops.impls
-        for part in v.split("+"):
-            if part != "base":
+        for part in parts:
+            if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
+            elif part not in ("base", "late"):
+                raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)
         if v == "base":
