@@ -9,8 +9,10 @@ graph replayed back to back), beside the unchanged model on the same weights in 
 Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
-output is q). ``normin`` is not a removal: the norms inside the GEMVs instead of the norm kernels
-(NINFER_NORM_IN=auto; models.decoder: DecoderBlock.norm_in, opt-in), outputs correct.
+output is q). Not removals, outputs correct: ``normin`` the norms inside the GEMVs instead of the norm kernels
+(NINFER_NORM_IN=auto; models.decoder: DecoderBlock.norm_in, opt-in); ``early`` the decode attention compiled with
+-DNINFER_PDL_EARLY_LOADS=1 (its first reads before its wait; kernels.cuh, opt-in), precompiled with
+bench/precompile_variants.sh.
 """
 
 from __future__ import annotations
@@ -60,17 +62,25 @@ def main():
     runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, 64)
     del runner
     prompt = torch.randint(0, 1000, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()
+    from ninfer.backends import installed_backends
+
+    lib = installed_backends()[a.backend].kernels
+    base_options = lib.options
     base_rate = None
     for v in a.variants.split(","):
         parts = v.split("+")
         os.environ["NINFER_NORM_IN"] = "auto" if "normin" in parts else "0"  # read at each forward
+        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=1",) if "early" in parts else ())
+        if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
+            lib.options = opts
+            lib._modules.clear()
         runner, _ = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, cap, weights=weights)
         impls = runner.model.ops.impls
         for part in parts:
             if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
-            elif part not in ("base", "normin"):
+            elif part not in ("base", "normin", "early"):
                 raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)

@@ -111,3 +111,27 @@ def test_quantised_gemvs_wait_after_their_first_weights():
                  gpu.mma_kernel_name(torch.bfloat16, torch.float16, 4, False, 16, split=True)):
         body = ptx[name]
         assert body.index("ld.global.nc") < body.index("griddepcontrol.wait"), name
+
+
+def test_decode_attention_reads_the_old_cache_before_its_wait(sm90_ptx):
+    """Built with -DNINFER_PDL_EARLY_LOADS=1 (opt-in), the one-pass decode split and the combine read what earlier
+    launches wrote (positions, block table, K/V of past steps) before their wait, and write nothing before it; the
+    other attention entry points, and these by default, wait first
+    (tests/gpu/test_attention.py::test_attention_right_after_the_kv_write_in_a_graph checks the result)."""
+    import ninfer_sm90
+
+    lib = ninfer_sm90.LIBRARY
+    early = entries(compile_ptx(lib.source(), "ninfer_sm90", "sm_90", lib.options + ("-DNINFER_PDL_EARLY_LOADS=1",),
+                                (str(lib.source_path.parent),)))
+    for name in ("attention_split1_bf16_d128", "attention_combine_bf16"):
+        body = sm90_ptx[name]
+        assert body.index("griddepcontrol.wait") < body.index("ld.global"), name
+    for name in ("attention_split1_bf16_d128", "attention_split1_f16_d64", "attention_combine_bf16"):
+        body = early[name]
+        wait = body.index("griddepcontrol.wait")
+        assert body.index("ld.global") < wait, name
+        assert "st.global" not in body[:wait], name
+        assert wait < body.index("griddepcontrol.launch_dependents"), name
+    for name in ("attention_split_bf16_d256", "attention_split_combine_bf16_d128"):
+        body = early[name]
+        assert body.index("griddepcontrol.wait") < body.index("ld.global"), name

@@ -59,3 +59,85 @@ def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L, block_rows, monkeyp
         block_table = torch.zeros(32768 // bs, device="cuda", dtype=torch.int32)
         block_table[:used] = torch.randperm(pool, device="cuda")[:used].to(torch.int32)
         _check_against_reference(backend, dtype, pool, bs, block_table, T, L, Hq, Hk, D)
+
+
+@pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (24, 4, 256)])
+@pytest.mark.parametrize("T", [1, 4])
+def test_attention_right_after_the_kv_write_in_a_graph(backend, Hq, Hk, D, T):
+    """RoPE + KV write, then paged attention, as a layer runs them, captured in one CUDA graph (PDL on sm_90+: the
+    attention may start while the write still runs) and replayed step after step, the positions moving on. Each new
+    query is its own key scaled up, so attention puts nearly all its weight on this step's own keys: an attention
+    that read any of them before the write landed (or a stale copy the next step) would be far off. The cache slots
+    start poisoned. Against the float32 reference on the cache the graph wrote."""
+    _kv_write_then_attention(backend, Hq, Hk, D, T)
+
+
+@pytest.mark.parametrize("Hq,Hk,D,T", [(32, 8, 128, 1), (16, 16, 64, 1), (24, 4, 256, 1)])
+def test_attention_right_after_the_kv_write_early_loads(backend, Hq, Hk, D, T, monkeypatch):
+    """The same with the kernels built with -DNINFER_PDL_EARLY_LOADS=1 (opt-in: decode attention reads the older
+    cache before its wait). sm90 only: the variant is compiled ahead for it (bench/early_device.sh)."""
+    if backend != "sm90":
+        pytest.skip("the early-loads build is compiled ahead for the sm90 backend only")
+    from ninfer.backends import installed_backends
+
+    lib = installed_backends()[backend].kernels
+    monkeypatch.setattr(lib, "options", lib.options + ("-DNINFER_PDL_EARLY_LOADS=1",))
+    monkeypatch.setattr(lib, "_modules", {})
+    _kv_write_then_attention(backend, Hq, Hk, D, T)
+
+
+def _kv_write_then_attention(backend, Hq, Hk, D, T):
+    dtype = backend_dtypes(backend)[0]
+    ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
+    bs, L0, steps = 16, 300, 6
+    cap = 1024
+    pool = cap // bs + 3
+    block_table = torch.randperm(pool, device="cuda")[: cap // bs].to(torch.int32)
+    kc = torch.full((pool, bs, Hk, D), 30.0, device="cuda").to(dtype)  # poison: would dominate any stale read
+    vc = torch.full((pool, bs, Hk, D), -30.0, device="cuda").to(dtype)
+    old = torch.arange(L0, device="cuda")
+    slot_of = lambda p: block_table[p // bs].long() * bs + p % bs  # noqa: E731
+    kc.view(-1, Hk, D)[slot_of(old)] = (torch.randn(L0, Hk, D, device="cuda") * 0.3).to(dtype)
+    vc.view(-1, Hk, D)[slot_of(old)] = torch.randn(L0, Hk, D, device="cuda").to(dtype)
+    cos_sin = ref.rope_cos_sin(cap, D, 1e6, device="cuda")
+    scale = D ** -0.5
+    qkv = torch.empty(T, (Hq + 2 * Hk) * D, device="cuda", dtype=dtype)  # static inputs of the graph
+    positions = torch.empty(T, dtype=torch.int64, device="cuda")
+    slots = torch.empty(T, dtype=torch.int64, device="cuda")
+
+    def layer():
+        q, k, v = qkv.split([Hq * D, Hk * D, Hk * D], dim=-1)
+        q, k, v = q.view(T, Hq, D), k.view(T, Hk, D), v.view(T, Hk, D)
+        q = ops.rope_write_kv(q, k, v, positions, cos_sin, kc, vc, slots)
+        return ops.paged_attention(q, kc, vc, block_table, positions, scale)
+
+    def stage(step):
+        p = torch.arange(L0 + step * T, L0 + (step + 1) * T, device="cuda")
+        positions.copy_(p)
+        slots.copy_(slot_of(p))
+        k = torch.randn(T, Hk, D, device="cuda") * 0.6
+        q = (k.repeat_interleave(Hq // Hk, dim=1) * 3.0)  # each query head: its kv head's new key, scaled
+        v = torch.randn(T, Hk, D, device="cuda")
+        qkv.copy_(torch.cat([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], dim=-1).to(dtype))
+
+    stage(0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compiles, allocations (the cache write of step 0 is redone below)
+        layer()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = layer()
+    for step in range(steps):
+        stage(step)
+        g.replay()
+        qf = qkv[:, : Hq * D].float().view(T, Hq, D)
+        kf = qkv[:, Hq * D: (Hq + Hk) * D].float().view(T, Hk, D)
+        want_q, want_k = ref.rope(qf, kf, positions, cos_sin)  # the graph's RoPE'd queries and keys
+        assert rel_l2(kc.view(-1, Hk, D)[slots], want_k) < TOL  # this step's keys are in the cache
+        want = ref.paged_attention(want_q, kc.float(), vc.float(), block_table, positions, scale)
+        err = rel_l2(out, want)
+        assert err < TOL, (step, err)
+        # the new keys carry the attention: the output is near this step's values, not the cache's poison
+        assert float(out.float().abs().max()) < 10.0, step

@@ -171,6 +171,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 
     q: [T, Hq, D]; caches: [blocks, block_size, Hk, D]; block_table: [n] int32; positions: [T] int64,
     ascending, the position of each query: query i attends keys 0..positions[i]. -> [T, Hq, D].
+
+    The caller's promise (built with NINFER_PDL_EARLY_LOADS=1, the decode kernels read the older cache before the op
+    just ahead of them has finished): that op writes no key below positions[0] (it is the KV write of these queries'
+    own tokens, or nothing).
     """
     T, Hq, D = q.shape
     bs, Hk = k_cache.shape[1], k_cache.shape[2]

@@ -191,12 +191,20 @@ struct SplitSmem {
 // lanes of a warp and then the warps merge theirs in a fixed order (deterministic). The scaled queries sit in
 // shared memory, read back each round, to keep registers near the two-pass form's (NVRTC 13.0, sm_90, the two
 // forms in one kernel: 128 a thread at D = 256, ~141 at D = 128 and 64, where the two-pass form alone takes 128).
-template <typename T, int D, int R, int NW>
+//
+// EARLY (the decode entry point, attention_split1, where PDL launches it while the kernel before still runs): the
+// block requests its first two rounds of K and V rows before pdl_wait, so that their (positions -> block table ->
+// K/V) chain overlaps the kernel before (RoPE and the KV write) instead of following it. That kernel writes the
+// keys of this launch's tokens (positions first_new and on) and q; every other key was written by an earlier step,
+// and a kernel that launches early sees everything written before the kernel just ahead of it (that one waited for
+// it before it let this launch start). After the wait, a lane whose early key is a new one requests it again.
+template <typename T, int D, int R, int NW, bool EARLY = false>
 __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__restrict__ k_cache,
                                            const T *__restrict__ v_cache, const int *__restrict__ block_table,
                                            float *__restrict__ part_o, float *__restrict__ part_ml, int Hq, int Hk,
                                            const i64 *__restrict__ positions, int bs, int S, int q_stride,
-                                           float scale, int row0, int nr, int key0, int nkeys, float *smem) {
+                                           float scale, int row0, int nr, int key0, int nkeys, float *smem,
+                                           i64 first_new = 0) {
     constexpr int G = D / 8;     // lanes per key row, 16 bytes each
     constexpr int KPW = 32 / G;  // keys a warp handles per step
     constexpr int UNR = NINFER_ATTN_UNR;
@@ -223,6 +231,26 @@ __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__r
     // the loop runs warp-uniformly (the shuffles need every lane); lanes past the end load a valid key, masked
     int jb = warp * KPW;
     request(jb, kc, vc);
+    bool requested = false;  // the next round's rows are already on their way (EARLY)
+    if (EARLY) {
+        requested = jb + ROUND < nkeys;  // warp-uniform
+        if (requested) request(jb + ROUND, kn, vn);
+        pdl_enter();
+        auto renew = [&](int j0, uint4 *kr, uint4 *vr) {  // the new keys' rows, now written
+#pragma unroll
+            for (int u = 0; u < UNR; u++) {
+                const int key = key0 + min(j0 + u * STEP + sub, nkeys - 1);
+                if (key >= first_new) {
+                    const i64 slot = (i64)__ldg(block_table + key / bs) * bs + key % bs;
+                    const i64 off = (slot * Hk + kvh) * D + gl * 8;
+                    kr[u] = __ldcg(reinterpret_cast<const uint4 *>(k_cache + off));  // from L2: past L1's early line
+                    vr[u] = __ldcg(reinterpret_cast<const uint4 *>(v_cache + off));
+                }
+            }
+        };
+        renew(jb, kc, vc);
+        if (requested) renew(jb + ROUND, kn, vn);
+    }
 
     int lim[R];  // local key j is visible to row r iff j <= lim[r]
 #pragma unroll
@@ -249,7 +277,8 @@ __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__r
     }
     for (; jb < nkeys; jb += ROUND) {
         const bool more = jb + ROUND < nkeys;  // warp-uniform
-        if (more) request(jb + ROUND, kn, vn);
+        if (more && !requested) request(jb + ROUND, kn, vn);
+        requested = false;
         float s[UNR][R];
 #pragma unroll
         for (int u = 0; u < UNR; u++) {
@@ -423,7 +452,10 @@ __device__ __forceinline__ void combine_in_last_block(const float *part_o, const
 // FORM: 1 the one-pass form only, 2 the two-pass form only (separate entry points: a kernel holding both forms
 // took 141 registers instead of 128, one block fewer an SM for the two-pass launches, verify 8-10 % slower at
 // 4-16K in attn5's call 2), 0 either by the block's rows (the merged split + combine).
-template <typename T, int D, int R, int CMAX, int NW, bool COMBINE, int FORM = 0>
+// EARLY: the entry point has not waited (pdl_wait) yet: the one-pass form requests its first K/V rows before it
+// waits (split_pass), every other path waits first. Only for launches where the kernel just before writes no key
+// below the launch's lowest position (paged_attention's callers: RoPE and the KV write of this step's tokens).
+template <typename T, int D, int R, int CMAX, int NW, bool COMBINE, int FORM = 0, bool EARLY = false>
 __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T *__restrict__ k_cache,
                                                 const T *__restrict__ v_cache, const int *__restrict__ block_table,
                                                 const i64 *__restrict__ positions, float *part_o, float *part_ml,
@@ -441,6 +473,7 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
     const int nkeys = min(C, (int)(positions[t_last] + 1) - key0);
 
     if (nkeys <= 0) {  // this split lies past every row's context: mark it empty
+        if (EARLY) pdl_enter();
         for (int r = threadIdx.x; r < nr; r += blockDim.x) {
             const i64 o = out_index(row0 + r, grp, Hq, kvh);
             part_ml[(o * S + split) * 2] = neg_inf();
@@ -450,11 +483,14 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
 #ifndef NINFER_ATTN_TWO_PASS
         constexpr int PR = NINFER_ATTN_PASS_ROWS < R ? NINFER_ATTN_PASS_ROWS : R;
         if (FORM == 1 || (FORM == 0 && nr <= PR)) {  // decode of up to 4 q heads a kv head (Llama-3-8B): one pass
-            split_pass<T, D, PR, NW>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, positions, bs, S,
-                                     q_stride, scale, row0, nr, key0, nkeys, smem);
+            i64 first_new = positions[0];  // the lowest key this launch's tokens write
+            for (int t = 1; t < ntok; t++) first_new = min(first_new, positions[t]);
+            split_pass<T, D, PR, NW, EARLY>(q, k_cache, v_cache, block_table, part_o, part_ml, Hq, Hk, positions, bs,
+                                            S, q_stride, scale, row0, nr, key0, nkeys, smem, first_new);
         } else
 #endif
         {  // more rows (27B decode, verify): the two-pass form, every row in one sweep
+            if (EARLY) pdl_enter();
             int lim[R];  // local key j is visible to row r iff j <= lim[r]
 #pragma unroll
             for (int r = 0; r < R; r++) lim[r] = (int)positions[(row0 + min(r, nr - 1)) / grp] - key0;
@@ -478,7 +514,9 @@ constexpr int ATTN_MAX_SPLITS = 1024;
 constexpr int COMBINE_THREADS = 256;
 constexpr int COMBINE_EARLY = 8;  // partial outputs per thread requested before the split weights
 
-template <typename T>
+// EARLY: the entry point has not waited yet; the split count comes from the positions (written before the split
+// kernel ran) before the wait, the partials after it.
+template <typename T, bool EARLY = false>
 __device__ __forceinline__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                                                   const i64 *__restrict__ positions, T *__restrict__ out, int Hq,
                                                   int S, int C, int cmin, int D) {
@@ -492,6 +530,7 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
     const int V = D / 4, P = (int)blockDim.x / V;
     const int v = threadIdx.x % V, p = threadIdx.x / V;
     const float4 *po = reinterpret_cast<const float4 *>(part_o + row * S * D) + v;
+    if (EARLY) pdl_enter();
 #ifndef NINFER_ATTN_COMBINE_LATE
     // this thread's first partial outputs, requested with the maxima and sums rather than after their weights
     float4 x[COMBINE_EARLY];

@@ -38,6 +38,13 @@
 #ifndef NINFER_ATTN_WARPS
 #define NINFER_ATTN_WARPS 4
 #endif
+// -DNINFER_PDL_EARLY_LOADS=1 (opt-in until measured again, bench/RESULTS.md 2026-12-03 session 9): decode attention
+// (split1, combine) reads what an earlier step or launch wrote before its pdl_wait (attention.cuh: split_pass). Never
+// where a kernel lets the next launch before it waits itself (NINFER_PDL_EARLY_TRIGGER, measurements only).
+#if !defined(NINFER_PDL_EARLY_LOADS) || defined(NINFER_PDL_EARLY_TRIGGER)
+#undef NINFER_PDL_EARLY_LOADS
+#define NINFER_PDL_EARLY_LOADS false
+#endif
 #define NINFER_ATTN_ROWS 8    // query rows sharing one block's K/V loads
 #define NINFER_ATTN_CMAX 256  // most keys per split
 
@@ -130,8 +137,9 @@
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split1_##S##_d##D(   \
         const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, float *po, float *pml, \
         int ntok, int Hq, int Hk, int bs, int S_, int C, int cmin, int q_stride, float scale) {         \
-        ninfer::pdl_enter();                                                                            \
-        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false, 1>( \
+        if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
+        ninfer::attention_split<T, D, NINFER_ATTN_ROWS, NINFER_ATTN_CMAX, NINFER_ATTN_WARPS, false, 1,  \
+                                NINFER_PDL_EARLY_LOADS>(                                                \
             q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, cmin, q_stride, scale, nullptr, nullptr); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_ATTN_WARPS * 32) attention_split_combine_##S##_d##D( \
@@ -202,8 +210,8 @@
     NINFER_ATTN(S, T, 256)                                                                              \
     extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
                                                      T *out, int Hq, int S_, int C, int cmin, int D) {  \
-        ninfer::pdl_enter();                                                                            \
-        ninfer::attention_combine<T>(po, pml, pos, out, Hq, S_, C, cmin, D);                            \
+        if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
+        ninfer::attention_combine<T, NINFER_PDL_EARLY_LOADS>(po, pml, pos, out, Hq, S_, C, cmin, D);    \
     }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
     NINFER_KVQ_KERNELS(S, T)                                                                            \
