@@ -75,7 +75,7 @@ def test_attention_right_after_the_kv_write_in_a_graph(backend, Hq, Hk, D, T):
 @pytest.mark.parametrize("Hq,Hk,D,T", [(32, 8, 128, 1), (16, 16, 64, 1), (24, 4, 256, 1)])
 def test_attention_right_after_the_kv_write_early_loads(backend, Hq, Hk, D, T, monkeypatch):
     """The same with the kernels built with -DNINFER_PDL_EARLY_LOADS=1 (opt-in: decode attention reads the older
-    cache before its wait). sm90 only: the variant is compiled ahead for it (bench/early_device.sh)."""
+    cache before its wait). sm90 only: the variant is compiled ahead for it (bench/next_device.sh)."""
     if backend != "sm90":
         pytest.skip("the early-loads build is compiled ahead for the sm90 backend only")
     from ninfer.backends import installed_backends
