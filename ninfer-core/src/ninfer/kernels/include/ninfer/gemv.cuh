@@ -59,6 +59,17 @@ __device__ __forceinline__ typename std_conditional<NORM, XNormIn<T>, XPlain<T>>
     }
 }
 
+// The loader of a GEMV whose epilogue says whether x is a norm's input (Epi::NORM_IN: its nw, zc).
+template <typename T, typename Epi>
+__device__ __forceinline__ typename std_conditional<Epi::NORM_IN, XNormIn<T>, XPlain<T>>::type x_loader(
+    const uint4 *xr, const Epi &epi) {
+    if constexpr (Epi::NORM_IN) {
+        return make_x_loader<T, true>(xr, epi.nw, epi.zc);
+    } else {
+        return XPlain<T>{xr};
+    }
+}
+
 // One round of a one-token row stream: U vectors of W (in registers) against x at vector offset v, into acc.
 template <typename T, int U, typename XL>
 __device__ __forceinline__ void gemv_round(const uint4 (&w)[U], XL &xl, int v, float &acc) {
@@ -258,33 +269,14 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.f;
-    float ss = 0.f;  // NORM_IN: this lane's sum of h^2 over its vectors of x
+    auto xl = x_loader<T, Epi>(reinterpret_cast<const uint4 *>(x), epi);  // XPlain, or XNormIn (its sum of h^2)
     if (n0 < N) {
-        const uint4 *xr = reinterpret_cast<const uint4 *>(x);
-        const uint4 *nr = nullptr;
-        float add = 0.f;
-        if constexpr (Epi::NORM_IN) {
-            nr = reinterpret_cast<const uint4 *>(epi.nw);
-            add = epi.zc ? 1.f : 0.f;
-        }
-        auto load_x = [&](int vv, float (&xf)[8]) {  // XPlain / XNormIn (above), inline
-            unpack8<T>(__ldg(xr + vv), xf);
-            if constexpr (Epi::NORM_IN) {
-                float wf[8];
-                unpack8<T>(__ldg(nr + vv), wf);
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    ss = fmaf(xf[i], xf[i], ss);
-                    xf[i] *= wf[i] + add;
-                }
-            }
-        };
         int v = v0 + lane;
         auto use = [&](const uint4 (&w)[R][U], int vv) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 float xf[8];
-                load_x(vv + 32 * u, xf);
+                xl.load(vv + 32 * u, xf);
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     float wf[8];
@@ -320,7 +312,7 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
         }
         for (; v < v1; v += 32) {
             float xf[8];
-            load_x(v, xf);
+            xl.load(v, xf);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 float wf[8];
@@ -334,7 +326,7 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
     for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
     if constexpr (SPLITK == 1) {
         float rs = 1.f;
-        if constexpr (Epi::NORM_IN) rs = norm_in_scale(ss, K, epi.eps);  // this warp read all of x
+        if constexpr (Epi::NORM_IN) rs = norm_in_scale(xl.ss, K, epi.eps);  // this warp read all of x
 #pragma unroll
         for (int r = 0; r < R; r++)
             if (lane == r && n0 + r < N) epi(0, n0 + r, Epi::NORM_IN ? acc[r] * rs : acc[r]);
@@ -342,7 +334,7 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
     }
     __shared__ float s_ss[WARPS];  // NORM_IN: each part's sum of h^2 over its K range
     if constexpr (Epi::NORM_IN) {
-        ss = warp_sum(ss);
+        const float ss = warp_sum(xl.ss);
         if (lane == 0) s_ss[warp] = ss;
     }
     if (lane == 0) {
