@@ -276,8 +276,25 @@ def _e2e(model: _Model, learns: list[dict], X: torch.Tensor, X_hold: torch.Tenso
     for learn, snap in zip(learns, best_snap):
         for n, lw in learn.items():
             lw.load(snap[n])
-    return {"held_before": first, "held_after": best, "best_step": best_step, "steps_run": it + 1 if steps else 0,
+    steps_run = it + 1 if steps else 0
+    log(f"e2e: held-out KL {first:.4f} -> {best:.4f} (step {best_step} of {steps_run} run; {time.time() - t0:.0f} s)")
+    return {"held_before": first, "held_after": best, "best_step": best_step, "steps_run": steps_run,
             "train_kl": losses}
+
+
+def _sayer(log, progress: bool):
+    """Where the progress lines go: ``log``, else stderr when ``progress``, else nowhere."""
+    return log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
+
+
+def _train_and_held(ids: list[int], window: int, n: int, holdout: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Up to ``n`` windows to train on and the ``holdout`` windows after them, from ``ids``."""
+    X = _windows(ids, window, n + holdout)
+    if X.shape[0] <= holdout:
+        raise NinferError(f"The end-to-end stage needs more than {holdout} calibration windows of {window} tokens "
+                          f"(the last {holdout} held out); got {X.shape[0]}.")
+    n = min(n, X.shape[0] - holdout)
+    return X[:n], X[n: n + holdout]
 
 
 def _windows(ids: list[int], window: int, n: int) -> torch.Tensor:
@@ -323,12 +340,8 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
     own = n_hold and e2e_calibration is not None
     X = _windows(calibration, window, windows + (0 if own else n_hold))  # [B, T]
     if n_hold:
-        Xe = _windows(e2e_calibration, window, (e2e_windows or windows) + n_hold) if own else X
-        if Xe.shape[0] <= n_hold:
-            raise NinferError(f"The end-to-end stage needs more than {n_hold} calibration windows of {window} tokens "
-                              f"(the last {n_hold} held out); got {Xe.shape[0]}.")
-        n = min((e2e_windows or windows) if own else windows, Xe.shape[0] - n_hold)
-        X_e2e, X_hold = Xe[:n], Xe[n: n + n_hold]
+        X_e2e, X_hold = _train_and_held(e2e_calibration if own else calibration, window,
+                                        (e2e_windows or windows) if own else windows, n_hold)
         if not own:
             X = X_e2e
     if X.shape[1] > llm.runner.cos_sin.shape[0]:
@@ -338,7 +351,7 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
         x_fp = llm.model.embed_tokens.float().cpu()[X]  # [B, T, H]
     x_q = x_fp.clone()
     out, t0, blocks, learns = [], time.time(), [], []
-    say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
+    say = _sayer(log, progress)
     gen = torch.Generator().manual_seed(seed)  # the windows of each step: reproducible
     nblocks = len(llm.model.layers)
     for i in range(nblocks):
@@ -370,10 +383,8 @@ def learned_rounding(llm, calibration: list[int], bits: int = 4, group_size: int
         for learn in learns if e2e_recentre else []:
             for lw in learn.values():
                 lw.recentre()
-        info = _e2e(_Model(llm, blocks), learns, X_e2e, X_hold, e2e_steps, e2e_batch, e2e_lr, e2e_every, e2e_patience,
-                    gen, say)
-        say(f"e2e: held-out KL {info['held_before']:.4f} -> {info['held_after']:.4f} (step {info['best_step']} of "
-            f"{info['steps_run']} run; {time.time() - t0:.0f} s)")
+        _e2e(_Model(llm, blocks), learns, X_e2e, X_hold, e2e_steps, e2e_batch, e2e_lr, e2e_every, e2e_patience, gen,
+             say)
         out = [(blk.linears[n], lw.quant_weight()) for blk, learn in zip(blocks, learns) for n, lw in learn.items()]
     return out
 
@@ -385,20 +396,13 @@ def e2e_tune(llm, weights: list, calibration: list[int], window: int = 256, wind
     weights ``weights`` = [(Linear, QuantWeight)] of every decoder block's Linears (e.g. a saved ``round``
     result): each starts from its stored codes, scales and zero points (offsets placed on the stored codes,
     scale factors 1). Returns the tuned [(Linear, QuantWeight)], same layout."""
-    say = log or ((lambda m: print(m, file=sys.stderr, flush=True)) if progress else (lambda m: None))
-    X = _windows(calibration, window, windows + holdout)
-    if X.shape[0] <= holdout:
-        raise NinferError(f"The end-to-end stage needs more than {holdout} calibration windows of {window} tokens.")
-    n = min(windows, X.shape[0] - holdout)
-    X, X_hold = X[:n], X[n: n + holdout]
+    say = _sayer(log, progress)
+    X, X_hold = _train_and_held(calibration, window, windows, holdout)
     q_of = {id(lin): q for lin, q in weights}
     blocks = [_Block(llm, i) for i in range(len(llm.model.layers))]
     learns = [{n: _Learned.from_quant(blk.dense[n], q_of[id(lin)]) for n, lin in blk.linears.items()} for blk in blocks]
-    t0 = time.time()
-    info = _e2e(_Model(llm, blocks), learns, X, X_hold, steps, batch, lr, every, patience,
-                torch.Generator().manual_seed(seed), say)
-    say(f"e2e: held-out KL {info['held_before']:.4f} -> {info['held_after']:.4f} (step {info['best_step']} of "
-        f"{info['steps_run']} run; {time.time() - t0:.0f} s)")
+    _e2e(_Model(llm, blocks), learns, X, X_hold, steps, batch, lr, every, patience, torch.Generator().manual_seed(seed),
+         say)
     return [(blk.linears[n], lw.quant_weight()) for blk, learn in zip(blocks, learns) for n, lw in learn.items()]
 
 

@@ -134,9 +134,7 @@ class NormIn:
 
     def normed(self) -> torch.Tensor:
         """rms_norm(h) in float32, not rounded (the GEMVs that fold the norm never store it)."""
-        hf = self.h.float()
-        w = self.weight.float()
-        return hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + self.eps) * ((1.0 + w) if self.zero_centered else w)
+        return rms_norm(self.h.float(), self.weight, self.eps, self.zero_centered)
 
 
 def linear_norm_in(x: NormIn, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
