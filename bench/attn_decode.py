@@ -12,7 +12,9 @@ cache), so no call finds the previous one's K/V in L2. PDL as the model launches
 A variant is name:options[:min_split[:max_splits[:block_rows]]]: extra compile options of the backend's kernels, and
 ninfer.kernels.attention's MIN_SPLIT (the fewest keys per split, default 32), ONE_PASS_MAX_SPLITS (the most splits of
 a launch whose blocks all run the one-pass form, default 64, 0: no limit) and BLOCK_ROWS (query rows per block,
-default 8). Every variant's library must be compiled (cached).
+default 8). A variant named after a cluster form (cluster16w4, cluster8w8, cluster16w8: the one-launch decode kernel,
+attention.cuh: attention_cluster) runs with NINFER_ATTN_CLUSTER set to it; every other with it off. Every variant's
+library must be compiled (cached).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from decode import copy_bandwidth  # noqa: E402
 from timing import graph_us  # noqa: E402
 
+from ninfer.kernels.library import ATTN_CLUSTER_FORMS  # noqa: E402
 from ninfer.ops import DeviceSpec, resolve  # noqa: E402
 from ninfer.reference import ops as ref  # noqa: E402
 
@@ -68,7 +71,8 @@ def main():
     base = lib.options
     variants = parse_variants(a.variants)
 
-    def use(opts, knobs):
+    def use(opts, knobs, name=""):
+        os.environ["NINFER_ATTN_CLUSTER"] = name if name in ATTN_CLUSTER_FORMS else "0"  # read at each launch
         if lib.options != base + opts:
             lib.options = base + opts
             lib._modules.clear()
@@ -103,7 +107,7 @@ def main():
                 errs = {}
                 for _ in range(a.reps):
                     for name, opts, knobs in variants:
-                        use(opts, knobs)
+                        use(opts, knobs, name)
                         out = ops.paged_attention(q, kc, vc, tables[0], positions, D ** -0.5)
                         errs[name] = float((out.float() - want).norm() / want.norm())
                         fn = call_fn(ops, q, kc, vc, tables, positions, D ** -0.5)

@@ -10,9 +10,10 @@ Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residua
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
 output is q). Not removals, outputs correct: ``normin`` the norms inside the GEMVs instead of the norm kernels
-(NINFER_NORM_IN=auto; models.decoder: DecoderBlock.norm_in, opt-in); ``early`` the decode attention compiled with
--DNINFER_PDL_EARLY_LOADS=1 (its first reads before its wait; kernels.cuh, opt-in), precompiled with
-bench/precompile_variants.sh.
+(NINFER_NORM_IN=auto; models.decoder: DecoderBlock.norm_in, opt-in); ``late`` the decode attention compiled with
+-DNINFER_PDL_EARLY_LOADS=0 (every read after its wait; the sm90 backend's default reads older keys before it),
+precompiled with bench/precompile_variants.sh; ``cluster16w4``, ``cluster8w8``, ``cluster16w8`` the one-launch decode attention
+(NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import random_model as rm  # noqa: E402
 from decode import copy_bandwidth, step_bytes  # noqa: E402
 from timing import decode_rates  # noqa: E402
+
+from ninfer.kernels.library import ATTN_CLUSTER_FORMS  # noqa: E402
 
 
 def _no_norm(x, residual, weight, eps, zero_centered=False):
@@ -70,7 +73,9 @@ def main():
     for v in a.variants.split(","):
         parts = v.split("+")
         os.environ["NINFER_NORM_IN"] = "auto" if "normin" in parts else "0"  # read at each forward
-        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=1",) if "early" in parts else ())
+        clusters = [p for p in parts if p in ATTN_CLUSTER_FORMS]  # the one-launch decode attention
+        os.environ["NINFER_ATTN_CLUSTER"] = clusters[0] if clusters else "0"  # read at each launch
+        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ())
         if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
             lib.options = opts
             lib._modules.clear()
@@ -80,7 +85,7 @@ def main():
             if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
-            elif part not in ("base", "normin", "early"):
+            elif part not in ("base", "normin", "late", *ATTN_CLUSTER_FORMS):
                 raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)

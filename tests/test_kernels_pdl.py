@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "backends" / "ninfer-sm90" / "src"))
 
 import cuda.bindings.nvrtc  # noqa: E402,F401  (requirements-test.txt installs it)
 
-from ninfer.kernels.launch import Module, _pdl_config, pdl_capable  # noqa: E402
+from ninfer.kernels.launch import Module, _launch_config, pdl_capable  # noqa: E402
 from ninfer.kernels.nvrtc import compile_ptx  # noqa: E402
 
 
@@ -78,11 +78,24 @@ def test_the_launch_follows_the_compiled_arch():
 def test_the_pdl_launch_config():
     from cuda.bindings import driver
 
-    c = _pdl_config(7, 2, 1, 128, 1, 1, 4096, 0)
+    c = _launch_config(7, 2, 1, 128, 1, 1, 4096, 0)
     assert (c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.sharedMemBytes, c.numAttrs) == (7, 2, 1, 128, 4096, 1)
     a = c.attrs[0]
     assert a.id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
     assert a.value.programmaticStreamSerializationAllowed == 1
+
+
+def test_the_cluster_launch_config():
+    from cuda.bindings import driver
+
+    c = _launch_config(8, 16, 1, 128, 1, 1, 0, 0, True, (1, 16, 1))
+    assert c.numAttrs == 2
+    assert c.attrs[0].id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    a = c.attrs[1]
+    assert a.id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    assert (a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z) == (1, 16, 1)
+    c = _launch_config(8, 16, 1, 128, 1, 1, 0, 0, False, (1, 8, 1))  # NINFER_PDL=0: the cluster alone
+    assert c.numAttrs == 1 and c.attrs[0].id == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 
 
 def test_the_switch(monkeypatch):
@@ -114,24 +127,27 @@ def test_quantised_gemvs_wait_after_their_first_weights():
 
 
 def test_decode_attention_reads_the_old_cache_before_its_wait(sm90_ptx):
-    """Built with -DNINFER_PDL_EARLY_LOADS=1 (opt-in), the one-pass decode split and the combine read what earlier
-    launches wrote (positions, block table, K/V of past steps) before their wait, and write nothing before it; the
-    other attention entry points, and these by default, wait first
-    (tests/gpu/test_attention.py::test_attention_right_after_the_kv_write_in_a_graph checks the result)."""
+    """The sm90 backend builds with NINFER_PDL_EARLY_LOADS 1: the one-pass decode split, the one-launch cluster form
+    and the combine read what earlier launches wrote (positions, block table, K/V of past steps) before their wait,
+    and write nothing before it; the other attention entry points wait first, and so do these built with
+    -DNINFER_PDL_EARLY_LOADS=0 (tests/gpu/test_attention.py::test_attention_right_after_the_kv_write_in_a_graph
+    checks the result)."""
     import ninfer_sm90
 
     lib = ninfer_sm90.LIBRARY
-    early = entries(compile_ptx(lib.source(), "ninfer_sm90", "sm_90", lib.options + ("-DNINFER_PDL_EARLY_LOADS=1",),
-                                (str(lib.source_path.parent),)))
-    for name in ("attention_split1_bf16_d128", "attention_combine_bf16"):
-        body = sm90_ptx[name]
+    late = entries(compile_ptx(lib.source(), "ninfer_sm90", "sm_90", lib.options + ("-DNINFER_PDL_EARLY_LOADS=0",),
+                               (str(lib.source_path.parent),)))
+    early_ones = ("attention_split1_bf16_d128", "attention_split1_f16_d64", "attention_combine_bf16",
+                  "attention_cluster16w4_bf16_d128", "attention_cluster8w8_f16_d256")
+    for name in early_ones:
+        body = late[name]
         assert body.index("griddepcontrol.wait") < body.index("ld.global"), name
-    for name in ("attention_split1_bf16_d128", "attention_split1_f16_d64", "attention_combine_bf16"):
-        body = early[name]
+    for name in early_ones:
+        body = sm90_ptx[name]
         wait = body.index("griddepcontrol.wait")
         assert body.index("ld.global") < wait, name
         assert "st.global" not in body[:wait], name
         assert wait < body.index("griddepcontrol.launch_dependents"), name
     for name in ("attention_split_bf16_d256", "attention_split_combine_bf16_d128"):
-        body = early[name]
+        body = sm90_ptx[name]
         assert body.index("griddepcontrol.wait") < body.index("ld.global"), name

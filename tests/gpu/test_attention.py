@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gpu_testing import backend_dtypes, poison_allocator, rel_l2
+from ninfer.kernels.library import ATTN_CLUSTER_FORMS
 from ninfer.ops import DeviceSpec, resolve
 from ninfer.reference import ops as ref
 
@@ -61,6 +62,34 @@ def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L, block_rows, monkeyp
         _check_against_reference(backend, dtype, pool, bs, block_table, T, L, Hq, Hk, D)
 
 
+def _record_kernels(monkeypatch) -> list[str]:
+    """The names of the kernels launched from now on (looked up in a loaded module)."""
+    from ninfer.kernels.launch import Module
+
+    names, lookup = [], Module.__getitem__
+    monkeypatch.setattr(Module, "__getitem__", lambda self, name: names.append(name) or lookup(self, name))
+    return names
+
+
+@pytest.mark.parametrize("form", ATTN_CLUSTER_FORMS)
+@pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (16, 16, 64), (8, 2, 256)])
+@pytest.mark.parametrize("L", [1, 5, 33, 513, 4100, 20000])
+def test_paged_attention_cluster(backend, form, Hq, Hk, D, L, monkeypatch):
+    """Decode attention in one launch (NINFER_ATTN_CLUSTER: a cluster of blocks per kv head, each over an equal run
+    of the context, merged through the blocks' shared memory), in a 32K-token table: contexts shorter than the
+    cluster (empty blocks), one key to a few per block, and thousands per block."""
+    monkeypatch.setenv("NINFER_ATTN_CLUSTER", form)
+    launched = _record_kernels(monkeypatch)
+    bs = 64
+    for dtype in backend_dtypes(backend):
+        used = (L + bs - 1) // bs
+        pool = used + 5
+        block_table = torch.zeros(32768 // bs, device="cuda", dtype=torch.int32)
+        block_table[:used] = torch.randperm(pool, device="cuda")[:used].to(torch.int32)
+        _check_against_reference(backend, dtype, pool, bs, block_table, 1, L, Hq, Hk, D)
+    assert any(n.startswith(f"attention_{form}_") for n in launched), launched
+
+
 @pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (24, 4, 256)])
 @pytest.mark.parametrize("T", [1, 4])
 def test_attention_right_after_the_kv_write_in_a_graph(backend, Hq, Hk, D, T):
@@ -68,22 +97,19 @@ def test_attention_right_after_the_kv_write_in_a_graph(backend, Hq, Hk, D, T):
     attention may start while the write still runs) and replayed step after step, the positions moving on. Each new
     query is its own key scaled up, so attention puts nearly all its weight on this step's own keys: an attention
     that read any of them before the write landed (or a stale copy the next step) would be far off. The cache slots
-    start poisoned. Against the float32 reference on the cache the graph wrote."""
+    start poisoned. Against the float32 reference on the cache the graph wrote. The sm90 backend's decode attention
+    requests the older keys before its wait (NINFER_PDL_EARLY_LOADS, kernels.cu) and this step's after it."""
     _kv_write_then_attention(backend, Hq, Hk, D, T)
 
 
-@pytest.mark.parametrize("Hq,Hk,D,T", [(32, 8, 128, 1), (16, 16, 64, 1), (24, 4, 256, 1)])
-def test_attention_right_after_the_kv_write_early_loads(backend, Hq, Hk, D, T, monkeypatch):
-    """The same with the kernels built with -DNINFER_PDL_EARLY_LOADS=1 (opt-in: decode attention reads the older
-    cache before its wait). sm90 only: the variant is compiled ahead for it (bench/next_device.sh)."""
-    if backend != "sm90":
-        pytest.skip("the early-loads build is compiled ahead for the sm90 backend only")
-    from ninfer.backends import installed_backends
-
-    lib = installed_backends()[backend].kernels
-    monkeypatch.setattr(lib, "options", lib.options + ("-DNINFER_PDL_EARLY_LOADS=1",))
-    monkeypatch.setattr(lib, "_modules", {})
-    _kv_write_then_attention(backend, Hq, Hk, D, T)
+@pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (16, 16, 64)])
+def test_cluster_attention_right_after_the_kv_write(backend, Hq, Hk, D, monkeypatch):
+    """The one-launch decode attention (cluster16w4) after RoPE + KV write in a graph, as above (the sm90 backend
+    with its early loads)."""
+    monkeypatch.setenv("NINFER_ATTN_CLUSTER", "cluster16w4")
+    launched = _record_kernels(monkeypatch)
+    _kv_write_then_attention(backend, Hq, Hk, D, 1)
+    assert any(n.startswith("attention_cluster16w4_") for n in launched), launched
 
 
 def _kv_write_then_attention(backend, Hq, Hk, D, T):

@@ -9,6 +9,12 @@
 // gate_up + SwiGLU at one token: gate and up rows on two warps, the next round in flight (fused.cuh: gemv_silu2).
 #define NINFER_GEMV_SILU2 1
 #define NINFER_ATTN_WARPS 4
+// Decode attention requests its first K/V rows (keys of earlier steps) before its pdl_wait, overlapping RoPE + the
+// KV write before it: 26-52 us a step less on the 8B shapes at 512 context (bench/RESULTS.md, 2026-12-03 session 10).
+// -DNINFER_PDL_EARLY_LOADS=0: the reads after the wait (A/B).
+#ifndef NINFER_PDL_EARLY_LOADS
+#define NINFER_PDL_EARLY_LOADS 1
+#endif
 #include <ninfer/kernels.cuh>
 
 NINFER_KERNELS(bf16, __nv_bfloat16)

@@ -19,9 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
+from ..errors import NinferError
 from ..reference import ops as ref
 from .fused import fusion_enabled
-from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
+from .library import ATTN_CLUSTER_FORMS, ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
+from .nvrtc import parse_arch
 
 DECODE_MAX_TOKENS = 16
 ROWS_PER_BLOCK = 8  # NINFER_ATTN_ROWS in kernels.cuh: the most query rows one block of the split kernel takes
@@ -36,6 +38,29 @@ MIN_SPLIT = 32  # the fewest keys per split: the kernels shrink the capacity's s
 # over at most this many splits while they can (longer splits, fewer blocks and a shorter combine); 0: no limit.
 ONE_PASS_MAX_SPLITS = 64
 BLOCK_ROWS = ROWS_PER_BLOCK  # query rows per block the launcher asks for (<= ROWS_PER_BLOCK)
+
+
+# Decode of one token whose GQA groups fit the one-pass form, on sm_90+: one launch, a cluster of blocks per kv head
+# merging through shared memory (attention.cuh: attention_cluster), instead of split + combine. NINFER_ATTN_CLUSTER:
+# the form (library.ATTN_CLUSTER_FORMS, e.g. "cluster16w4"), "0" for split + combine.
+CLUSTER_DEFAULT = "0"
+CLUSTER_MIN_ARCH = 90
+
+
+def cluster_form() -> str | None:
+    v = os.environ.get("NINFER_ATTN_CLUSTER", CLUSTER_DEFAULT).strip()
+    if v in ("", "0", "off"):
+        return None
+    if v not in ATTN_CLUSTER_FORMS:
+        raise NinferError(f"NINFER_ATTN_CLUSTER={v!r} is not a cluster form; use one of "
+                          f"{', '.join(ATTN_CLUSTER_FORMS)} or 0.")
+    return v
+
+
+def _cluster_shape(form: str) -> tuple[int, int]:
+    """'cluster16w4' -> (16 blocks a cluster, 4 warps a block)."""
+    nc, nw = form[len("cluster"):].split("w")
+    return int(nc), int(nw)
 
 
 def split_size(capacity: int) -> int:
@@ -117,6 +142,14 @@ def make_paged_attention(lib: KernelLibrary):
         bt = block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)
         bt = bt.contiguous()
         pos = positions if positions.dtype == torch.int64 else positions.to(torch.int64)
+        mod = lib.module(q.device)
+        form = cluster_form()
+        if form and T == 1 and Hq // Hk <= PASS_ROWS and mod.arch and parse_arch(mod.arch) >= CLUSTER_MIN_ARCH:
+            nc, nw = _cluster_shape(form)
+            out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)
+            mod[f"attention_{form}_{s}_d{D}"]((Hk, nc), (nw * 32,), q, k_cache, v_cache, bt, pos.contiguous(), out,
+                                              Hq, Hk, bs, q.stride(0), float(scale), cluster=(1, nc, 1))
+            return out
         C = split_size(bt.shape[0] * bs)
         S = (bt.shape[0] * bs + C - 1) // C
         if S > MAX_SPLITS:  # a block table beyond 256K tokens: more splits than the combine kernel holds
@@ -129,7 +162,6 @@ def make_paged_attention(lib: KernelLibrary):
         rpb = (rows + chunks - 1) // chunks
         # the split rule (attention.cuh: launch_split): the fewest keys per split, the most splits (one-pass blocks)
         rule = MIN_SPLIT | ((ONE_PASS_MAX_SPLITS << 16) if rpb <= PASS_ROWS else 0)
-        mod = lib.module(q.device)
         ctr = split_counters(q.device, Hk * chunks) if combine_in_split and S <= MAX_SPLIT else None
         if ctr is not None:
             mod[f"attention_split_combine_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt,

@@ -74,6 +74,7 @@ class Module:
         self.device_index = device_index
         self.label = label
         self.pdl = pdl_capable(pdl_arch)
+        self.arch = pdl_arch
         with _lock:
             _ensure_context(device_index)
             self._mod = _ok(_driver().cuModuleLoadData(cubin), "cuModuleLoadData")
@@ -98,6 +99,7 @@ class Kernel:
         self.name = name
         self.pdl = pdl  # PDL-aware and compiled for sm_90+: launched with PDL unless NINFER_PDL=0
         self._smem_set = 0
+        self._wide_clusters = False
 
     def set_max_dynamic_smem(self, nbytes: int):
         """Opt in to more than 48 KB of dynamic shared memory for this kernel."""
@@ -107,7 +109,15 @@ class Kernel:
             _ok(drv.cuFuncSetAttribute(self.fn, attr, nbytes), "cuFuncSetAttribute")
             self._smem_set = nbytes
 
-    def __call__(self, grid, block, *args, smem: int = 0, stream=None):
+    def _allow_cluster(self, n: int):
+        """Clusters of more than 8 blocks (sm_90: up to 16) need the kernel's non-portable attribute."""
+        if n > 8 and not self._wide_clusters:
+            drv = _driver()
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+            _ok(drv.cuFuncSetAttribute(self.fn, attr, 1), "cuFuncSetAttribute")
+            self._wide_clusters = True
+
+    def __call__(self, grid, block, *args, smem: int = 0, stream=None, cluster=None):
         vals = []
         for a in args:
             if isinstance(a, torch.Tensor):
@@ -128,8 +138,13 @@ class Kernel:
         gx, gy, gz = (tuple(grid) + (1, 1))[:3]
         bx, by, bz = (tuple(block) + (1, 1))[:3]
         s = stream if stream is not None else torch.cuda.current_stream().cuda_stream
-        if self.pdl and PDL:
-            err = _driver().cuLaunchKernelEx(_pdl_config(gx, gy, gz, bx, by, bz, smem, s), self.fn,
+        if cluster is not None:  # thread block clusters (sm_90+), with PDL where the module has it
+            cx, cy, cz = (tuple(cluster) + (1, 1))[:3]
+            self._allow_cluster(cx * cy * cz)
+            err = _driver().cuLaunchKernelEx(_launch_config(gx, gy, gz, bx, by, bz, smem, s, self.pdl and PDL,
+                                                            (cx, cy, cz)), self.fn, ctypes.addressof(ptrs), 0)[0]
+        elif self.pdl and PDL:
+            err = _driver().cuLaunchKernelEx(_launch_config(gx, gy, gz, bx, by, bz, smem, s), self.fn,
                                              ctypes.addressof(ptrs), 0)[0]
         else:
             err = _driver().cuLaunchKernel(self.fn, gx, gy, gz, bx, by, bz, smem, s, ctypes.addressof(ptrs), 0)[0]
@@ -141,8 +156,9 @@ class Kernel:
 _pdl_attr = None
 
 
-def _pdl_config(gx, gy, gz, bx, by, bz, smem, stream):
-    """The launch config of a PDL launch: the shape, the stream and programmatic stream serialization."""
+def _launch_config(gx, gy, gz, bx, by, bz, smem, stream, pdl: bool = True, cluster=None):
+    """The config of a cuLaunchKernelEx launch: the shape, the stream, programmatic stream serialization (PDL) and
+    the cluster shape, where asked."""
     global _pdl_attr
     drv = _driver()
     if _pdl_attr is None:
@@ -150,11 +166,17 @@ def _pdl_config(gx, gy, gz, bx, by, bz, smem, stream):
         a.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
         a.value.programmaticStreamSerializationAllowed = 1
         _pdl_attr = a
+    attrs = [_pdl_attr] if pdl else []
+    if cluster is not None:
+        a = drv.CUlaunchAttribute()
+        a.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = cluster
+        attrs.append(a)
     c = drv.CUlaunchConfig()
     c.gridDimX, c.gridDimY, c.gridDimZ = gx, gy, gz
     c.blockDimX, c.blockDimY, c.blockDimZ = bx, by, bz
     c.sharedMemBytes = smem
     c.hStream = stream
-    c.attrs = [_pdl_attr]
-    c.numAttrs = 1
+    c.attrs = attrs
+    c.numAttrs = len(attrs)
     return c

@@ -22,6 +22,7 @@ GEMV_PAIR_SPLITS = (1, 2)  # the same for the GEMV with two rows a warp (gemv.cu
 GEMV_MMA_KERNELS = ("gemv_mma_{s}_n8", "gemv_mma_{s}_n16", "gemv_mma_silu_{s}_n8", "gemv_mma_silu_{s}_n16",
                     "gemv_mma_reduce_{s}", "gemv_mma_silu_reduce_{s}")  # gemv.cuh: tensor-core GEMV, per dtype
 ATTN_HEAD_DIMS = (64, 128, 256)
+ATTN_CLUSTER_FORMS = ("cluster16w4", "cluster8w8", "cluster16w8")  # kernels.cuh: blocks a cluster, warps a block
 KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quant.cuh, per dtype
                     + [f"kvq_attention_{{s}}_d{d}_b{b}_r{r}" for d in ATTN_HEAD_DIMS for b in (8, 4) for r in (4, 8)])
 FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1", "gemv_silu2_t1",
@@ -42,6 +43,7 @@ def _family_names(suffix: str) -> list[str]:
                                           "write_kv", "argmax", "argmax_part", "attention_combine", "gdn_gates",
                                           "sigmoid_mul")]
     names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "1", "_combine")]
+    names += [f"attention_{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ATTN_CLUSTER_FORMS]
     names += [f"{op}_{suffix}" for op in FUSED_KERNELS]
     names += [n.format(s=suffix) for n in KVQ_KERNELS]
     names += [n.format(s=suffix) for n in GDN_KERNELS]

@@ -198,13 +198,13 @@ struct SplitSmem {
 // keys of this launch's tokens (positions first_new and on) and q; every other key was written by an earlier step,
 // and a kernel that launches early sees everything written before the kernel just ahead of it (that one waited for
 // it before it let this launch start). After the wait, a lane whose early key is a new one requests it again.
-template <typename T, int D, int R, int NW, bool EARLY = false>
+template <typename T, int D, int R, int NW, bool EARLY = false, bool LOCAL = false>
 __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__restrict__ k_cache,
                                            const T *__restrict__ v_cache, const int *__restrict__ block_table,
                                            float *__restrict__ part_o, float *__restrict__ part_ml, int Hq, int Hk,
                                            const i64 *__restrict__ positions, int bs, int S, int q_stride,
                                            float scale, int row0, int nr, int key0, int nkeys, float *smem,
-                                           i64 first_new = 0) {
+                                           i64 first_new = 0, float *local = nullptr) {
     constexpr int G = D / 8;     // lanes per key row, 16 bytes each
     constexpr int KPW = 32 / G;  // keys a warp handles per step
     constexpr int UNR = NINFER_ATTN_UNR;
@@ -377,6 +377,14 @@ __device__ __forceinline__ void split_pass(const T *__restrict__ q, const T *__r
             sum = fmaf(ww, s_o[w][r][d], sum);
             ls = fmaf(ww, s_ml[w][r][1], ls);
         }
+        if (LOCAL) {  // the cluster form: this block's partial stays in its shared memory (local: [R][D], [R][2])
+            local[r * D + d] = sum;
+            if (d == 0) {
+                local[R * D + 2 * r] = M;
+                local[R * D + 2 * r + 1] = ls;
+            }
+            continue;
+        }
         const i64 o = out_index(row0 + r, grp, Hq, kvh);
         part_o[(o * S + split) * D + d] = sum;
         if (d == 0) {
@@ -503,6 +511,79 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
     if (COMBINE)  // its split weights reuse the shared partials (combine_in_last_block waits for every thread)
         combine_in_last_block<T, D, R, CMAX, NW>(part_o, part_ml, positions, out, counters, Hq, Hk, S, C, row0, nr,
                                                  reinterpret_cast<float(*)[CMAX]>(smem));
+}
+
+// Thread block clusters (sm_90+): a barrier over the cluster's blocks, and a float of another block's shared memory.
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ float ld_cluster(const float *p, int rank) {
+#if __CUDA_ARCH__ >= 900
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+    return v;
+#else
+    return *p;  // never launched below sm_90 (the launcher: cluster_capable)
+#endif
+}
+
+// Decode attention of one token in one launch (sm_90+), for a GQA group of up to NINFER_ATTN_PASS_ROWS q heads:
+// grid (Hk, NC), clusters of NC blocks along y, one cluster per kv head. The context (positions[0] + 1 keys, read
+// on the device, so one CUDA graph serves every length) is cut into NC equal runs; block `rank` runs the one-pass
+// form (split_pass) over run `rank` and keeps its partial (unnormalised output, max, sum per row) in its shared
+// memory. After a cluster barrier each block merges a share of the outputs, reading the NC partials from the
+// blocks' shared memory (DSMEM) in rank order, and writes out [1, Hq, D]: no partials in global memory and no
+// combine launch. A second barrier keeps every block's shared memory alive until its peers have read it.
+template <typename T, int D, int NC, int NW, bool EARLY = false>
+__device__ __forceinline__ void attention_cluster(const T *__restrict__ q, const T *__restrict__ k_cache,
+                                                  const T *__restrict__ v_cache, const int *__restrict__ block_table,
+                                                  const i64 *__restrict__ positions, T *__restrict__ out, int Hq,
+                                                  int Hk, int bs, int q_stride, float scale) {
+    constexpr int R = NINFER_ATTN_PASS_ROWS;
+    __shared__ __align__(16) float smem[(NW + 1) * R * D + 2 * NW * R];  // split_pass's scratch
+    __shared__ __align__(16) float s_part[R * D + 2 * R];               // this block's partial: [R][D], [R][2]
+    const int kvh = blockIdx.x, rank = blockIdx.y;  // clusters span y: the rank in the cluster is blockIdx.y
+    const int nr = Hq / Hk;                         // the launcher checks nr <= R
+    const i64 n = positions[0] + 1;  // EARLY: written before the kernel just ahead (split_pass)
+    const int run = (int)((n + NC - 1) / NC);
+    const int key0 = rank * run;
+    const int nkeys = (int)min((i64)run, n - key0);
+    if (nkeys <= 0) {
+        if (EARLY) pdl_enter();
+        for (int r = threadIdx.x; r < R; r += blockDim.x) {
+            s_part[R * D + 2 * r] = neg_inf();
+            s_part[R * D + 2 * r + 1] = 0.f;
+        }
+    } else {
+        split_pass<T, D, R, NW, EARLY, true>(q, k_cache, v_cache, block_table, nullptr, nullptr, Hq, Hk, positions,
+                                             bs, 1, q_stride, scale, 0, nr, key0, nkeys, smem, positions[0], s_part);
+    }
+    cluster_sync();
+    const int grp = nr;
+    for (int i = rank * blockDim.x + threadIdx.x; i < nr * D; i += NC * blockDim.x) {
+        const int r = i / D, d = i % D;
+        float ms[NC];
+        float M = neg_inf();
+#pragma unroll
+        for (int s = 0; s < NC; s++) {
+            ms[s] = ld_cluster(&s_part[R * D + 2 * r], s);
+            M = fmaxf(M, ms[s]);
+        }
+        float num = 0.f, den = 0.f;
+#pragma unroll
+        for (int s = 0; s < NC; s++) {
+            const float w = ms[s] == neg_inf() ? 0.f : __expf(ms[s] - M);
+            num = fmaf(w, ld_cluster(&s_part[r * D + d], s), num);
+            den = fmaf(w, ld_cluster(&s_part[R * D + 2 * r + 1], s), den);
+        }
+        out[out_index(r, grp, Hq, kvh) * D + d] = from_f<T>(num / den);
+    }
+    cluster_sync();
 }
 
 // grid T * Hq, block COMBINE_THREADS: merge the splits of each row, weighting each by exp(m_s - max m). The

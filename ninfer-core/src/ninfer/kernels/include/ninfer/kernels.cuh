@@ -38,9 +38,10 @@
 #ifndef NINFER_ATTN_WARPS
 #define NINFER_ATTN_WARPS 4
 #endif
-// -DNINFER_PDL_EARLY_LOADS=1 (opt-in until measured again, bench/RESULTS.md 2026-12-03 session 9): decode attention
-// (split1, combine) reads what an earlier step or launch wrote before its pdl_wait (attention.cuh: split_pass). Never
-// where a kernel lets the next launch before it waits itself (NINFER_PDL_EARLY_TRIGGER, measurements only).
+// NINFER_PDL_EARLY_LOADS 1 (the sm90 backend's default; measured in bench/RESULTS.md, 2026-12-03 session 10): decode
+// attention (split1, combine, cluster) reads what an earlier step or launch wrote before its pdl_wait (attention.cuh:
+// split_pass). Never where a kernel lets the next launch before it waits itself (NINFER_PDL_EARLY_TRIGGER,
+// measurements only).
 #if !defined(NINFER_PDL_EARLY_LOADS) || defined(NINFER_PDL_EARLY_TRIGGER)
 #undef NINFER_PDL_EARLY_LOADS
 #define NINFER_PDL_EARLY_LOADS false
@@ -151,6 +152,21 @@
             q, kc, vc, bt, pos, po, pml, ntok, Hq, Hk, bs, S_, C, cmin, q_stride, scale, out, counters); \
     }
 
+// Decode attention in one launch, a cluster of NC blocks of NW warps per kv head (attention.cuh: attention_cluster;
+// sm_90+, the launcher uses it where the module's arch has clusters).
+#define NINFER_ATTN_CLUSTER(S, T, D, NC, NW)                                                             \
+    extern "C" __global__ void __launch_bounds__(NW * 32) attention_cluster##NC##w##NW##_##S##_d##D(    \
+        const T *q, const T *kc, const T *vc, const int *bt, const long long *pos, T *out, int Hq, int Hk, \
+        int bs, int q_stride, float scale) {                                                            \
+        if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
+        ninfer::attention_cluster<T, D, NC, NW, NINFER_PDL_EARLY_LOADS>(q, kc, vc, bt, pos, out, Hq, Hk, bs, \
+                                                                       q_stride, scale);                \
+    }
+#define NINFER_ATTN_CLUSTERS(S, T, D)                                                                   \
+    NINFER_ATTN_CLUSTER(S, T, D, 16, 4)                                                                 \
+    NINFER_ATTN_CLUSTER(S, T, D, 8, 8)                                                                  \
+    NINFER_ATTN_CLUSTER(S, T, D, 16, 8)
+
 #define NINFER_KERNELS(S, T)                                                                            \
     NINFER_GEMV(S, T, 1, NINFER_GEMV_UNROLL)                                                            \
     NINFER_GEMV(S, T, 2, NINFER_GEMV_UNROLL)                                                            \
@@ -208,6 +224,9 @@
     NINFER_ATTN(S, T, 64)                                                                               \
     NINFER_ATTN(S, T, 128)                                                                              \
     NINFER_ATTN(S, T, 256)                                                                              \
+    NINFER_ATTN_CLUSTERS(S, T, 64)                                                                      \
+    NINFER_ATTN_CLUSTERS(S, T, 128)                                                                     \
+    NINFER_ATTN_CLUSTERS(S, T, 256)                                                                     \
     extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
                                                      T *out, int Hq, int S_, int C, int cmin, int D) {  \
         if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
