@@ -577,7 +577,8 @@ __device__ __forceinline__ void attention_cluster(const T *__restrict__ q, const
         float num = 0.f, den = 0.f;
 #pragma unroll
         for (int s = 0; s < NC; s++) {
-            const float w = ms[s] == neg_inf() ? 0.f : __expf(ms[s] - M);
+            if (ms[s] == neg_inf()) continue;  // an empty run: its output was never written (0 * garbage may be NaN)
+            const float w = __expf(ms[s] - M);
             num = fmaf(w, ld_cluster(&s_part[r * D + d], s), num);
             den = fmaf(w, ld_cluster(&s_part[R * D + 2 * r + 1], s), den);
         }
