@@ -80,10 +80,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1 burst 8, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128", "-DQMV_BURST=8")),
     "qmv1 burst 4 pipelined, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128", "-DQMV_PIPE=1")),
     "qmv1 burst 2": dict(split=(16,), extra=("-DQMV_BURST=2",)),
-    "qmv1 async ring 2": dict(split=(16,), extra=("-DQMV_ASYNC=2",)),
-    "qmv1 async ring 3": dict(split=(16,), extra=("-DQMV_ASYNC=3",)),
-    "qmv1 async ring 4": dict(split=(16,), extra=("-DQMV_ASYNC=4",)),
-    "qmv1 async ring 3, 96 registers": dict(split=(16,), extra=("-DQMV_ASYNC=3", "-DQMV_MAXREG=96")),
     # "qmv1, int4 subtracting per code" (-DQMV_NORAW, call 4) is the default since the raw-code form was removed
     "qmv1, 4 warps a tile": dict(split=(16,), qmv_warps=4),
     "qmv1, 8 warps a tile": dict(split=(16,), qmv_warps=8),

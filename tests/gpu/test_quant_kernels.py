@@ -207,33 +207,6 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
         assert err < tol, float(err)
 
 
-@pytest.mark.parametrize("ring", [2, 3])
-@pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 64, False), (8, 128, False), (8, 256, True)])
-@pytest.mark.parametrize("warps,n,k", [(1, 40, 2048), (4, 1000, 3840), (16, 300, 5120), (4, 64, 512)])
-@pytest.mark.parametrize("tokens", [1, 5])
-def test_burst_kernel_async_ring_matches_float32(ring, bits, group, sym, warps, n, k, tokens):
-    """The burst kernels built with -DQMV_ASYNC (each warp's weights through a ring of bursts in shared memory):
-    rings longer than a warp's bursts, bursts not a multiple of the warps, more warps than bursts; against float32,
-    bf16 activations and scales, outputs poisoned."""
-    from ninfer.quant import gpu
-    from ninfer.quant.layout import dequantize
-
-    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, torch.bfloat16, ring + warps + n))
-    extra = (f"-DQMV_ASYNC={ring}",)
-    assert q.packing == "tiles16" and gpu.qmv_covers(q, extra) and gpu.qmv_smem(warps, extra) > 0
-    x = torch.randn(tokens, k, device="cuda").to(torch.bfloat16)
-    bias = torch.randn(n, device="cuda").to(torch.bfloat16)
-    ref = x.float() @ dequantize(q).t() + bias.float()
-    gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, extra)
-    try:
-        _poison()
-        y = gpu.quant_linear(x, q, bias)
-    finally:
-        gpu.CONFIG_OVERRIDE.clear()
-    err = (y.float() - ref).norm() / ref.norm()
-    assert err < 1e-2, float(err)
-
-
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("tokens", [1, 5, 16])
 def test_burst_kernel_in_a_cuda_graph(bits, tokens, monkeypatch):

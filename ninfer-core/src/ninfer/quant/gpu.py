@@ -130,14 +130,6 @@ def qmv_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
             and w.in_features % (chunk * burst) == 0)
 
 
-def qmv_smem(warps: int, extra: tuple[str, ...] = ()) -> int:
-    """Dynamic shared memory of one burst-kernel block: none by default; with -DQMV_ASYNC=D, each warp's ring of D
-    bursts (QMV_BURST chunks of 512 bytes each)."""
-    ring = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_ASYNC=")), 0)
-    burst = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BURST=")), QMV_BURST)
-    return warps * ring * burst * 512
-
-
 def kernel_names(arch: str) -> list[str]:
     dts = ("f16",) if arch == "sm_75" else ("f16", "bf16")
     names = [f"qgemv_{s}_b{b}_t{t}" for s in dts for b in (8, 4) for t in WIDTHS]
@@ -328,10 +320,7 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
             kernel = _module(x.device, extra)[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
-            smem = qmv_smem(QMV_WARPS or warps, extra)
-            if smem > 48 * 1024:
-                kernel.set_max_dynamic_smem(smem)
-            kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args, smem=smem)
+            kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
             return y.view(*x.shape[:-1], n)
         width = 8 if t <= 8 else 16
         if (width in SPLIT_WIDTHS and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra

@@ -750,9 +750,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
-#ifndef QMV_ASYNC  // > 0: each warp's weights through a ring of QMV_ASYNC bursts in shared memory (cp.async; dynamic
-#define QMV_ASYNC 0  // shared memory, warps x QMV_ASYNC x QMV_BURST x 512 bytes: ninfer.quant.gpu.qmv_smem), so
-#endif               // QMV_ASYNC bursts stay in flight with no registers held for them
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
 // of set s token 8 s + g (past ntok the last repeats).
 template <typename T, typename ST, int BITS, bool ZP, int NS>
@@ -781,24 +778,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         xt[s] = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(8 * s + g, ntok - 1) * K) + 8 * t);
     uint4 wv[B];
     unsigned sv[B], zv[B];
-    // QMV_ASYNC: the warp's ring, slot i holding burst warp + (j QMV_ASYNC + i) warps at round j; a lane reads back
-    // only the 16-byte vectors it copied itself, so cp.async.wait_group alone orders them
-    extern __shared__ __align__(16) uint4 qmv_ring[];
-    const unsigned ring = (unsigned)__cvta_generic_to_shared(qmv_ring) + (warp * QMV_ASYNC * B * 32 + lane) * 16;
-    auto issue = [&](int b, int slot) {  // burst b (none past the end: an empty group keeps the count) into a slot
-#pragma unroll
-        for (int u = 0; u < B; u++)
-            qm_cp16(ring + (slot * B + u) * 512, Wt + (i64)(min(b, nburst - 1) * B + u) * 32, b < nburst);
-        qm_commit();
-    };
-    auto fetch_s = [&](int b) {  // burst b's scales and zero points, into registers
-#pragma unroll
-        for (int u = 0; u < B; u++) {
-            const int gi = (b * B + u) >> lg;
-            sv[u] = __ldg(St + gi * 8);
-            zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
-        }
-    };
     auto fetch = [&](int b) {  // burst b: chunks B b .. B b + B - 1, contiguous
 #pragma unroll
         for (int u = 0; u < B; u++) {
@@ -811,13 +790,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
-    if (QMV_ASYNC > 0) {
-#pragma unroll
-        for (int i = 0; i < (QMV_ASYNC > 0 ? QMV_ASYNC : 1); i++) issue(warp + i * warps, i);
-        if (b < nburst) fetch_s(b);
-    } else if (b < nburst) {
-        fetch(b);
-    }
+    if (b < nburst) fetch(b);
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
 #pragma unroll
@@ -828,20 +801,11 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                                                             * 32) + lane * 128;
             asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
         }
-        if (!QMV_PIPE && !QMV_ASYNC && b != warp) fetch(b);
+        if (!QMV_PIPE && b != warp) fetch(b);
         uint4 wc[B];
         unsigned sc[B], zc[B];
-        if (QMV_ASYNC > 0) {
-            const int slot = ((b - warp) / warps) % (QMV_ASYNC > 0 ? QMV_ASYNC : 1);
-            qm_wait<(QMV_ASYNC > 0 ? QMV_ASYNC - 1 : 0)>();  // this burst's group: the oldest of QMV_ASYNC
 #pragma unroll
-            for (int u = 0; u < B; u++) wc[u] = qm_lds16(ring + (slot * B + u) * 512), sc[u] = sv[u], zc[u] = zv[u];
-            issue(b + QMV_ASYNC * warps, slot);  // the slot is free again
-            if (b + warps < nburst) fetch_s(b + warps);
-        } else {
-#pragma unroll
-            for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
-        }
+        for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
         if (QMV_PIPE && b + warps < nburst) fetch(b + warps);  // the next burst in flight while this one is used
 #pragma unroll
         for (int u = 0; u < B; u++) {
