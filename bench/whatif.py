@@ -9,11 +9,10 @@ graph replayed back to back), beside the unchanged model on the same weights in 
 Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
-output is q). Not removals, outputs correct: ``normin`` the norms inside the GEMVs instead of the norm kernels
-(NINFER_NORM_IN=auto; models.decoder: DecoderBlock.norm_in, opt-in); ``late`` the decode attention compiled with
+output is q). Not removals, outputs correct: ``late`` the decode attention compiled with
 -DNINFER_PDL_EARLY_LOADS=0 (every read after its wait; the sm90 backend's default reads older keys before it),
-precompiled with bench/precompile_variants.sh; ``cluster16w4``, ``cluster8w8``, ``cluster16w8`` the one-launch decode attention
-(NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster).
+precompiled with bench/precompile_variants.sh; ``cluster16w4``, ``cluster8w8``, ``cluster16w8`` the one-launch decode
+attention (NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster).
 """
 
 from __future__ import annotations
@@ -72,7 +71,6 @@ def main():
     base_rate = None
     for v in a.variants.split(","):
         parts = v.split("+")
-        os.environ["NINFER_NORM_IN"] = "auto" if "normin" in parts else "0"  # read at each forward
         clusters = [p for p in parts if p in ATTN_CLUSTER_FORMS]  # the one-launch decode attention
         os.environ["NINFER_ATTN_CLUSTER"] = clusters[0] if clusters else "0"  # read at each launch
         opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ())
@@ -85,14 +83,14 @@ def main():
             if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
-            elif part not in ("base", "normin", "late", *ATTN_CLUSTER_FORMS):
+            elif part not in ("base", "late", *ATTN_CLUSTER_FORMS):
                 raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)
         if v == "base":
             base_rate = gpu
         saved = f", {1e6 / base_rate - 1e6 / gpu:6.1f} us a step less than base" if base_rate and v != "base" else ""
-        print(f"RESULT {a.shape} ctx={a.ctx} norms in GEMVs={int(runner.model.norms_in_gemvs(1))} variant={v:18s} pipelined {tok_s:6.1f} tok/s ({nbytes * tok_s / bw:.3f} "
+        print(f"RESULT {a.shape} ctx={a.ctx} variant={v:18s} pipelined {tok_s:6.1f} tok/s ({nbytes * tok_s / bw:.3f} "
               f"of copy bw); graph back to back {gpu:6.1f} tok/s = {1e6 / gpu:7.1f} us a step{saved}", flush=True)
         del runner
         gc.collect()

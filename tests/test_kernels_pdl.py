@@ -47,7 +47,7 @@ def test_every_entry_point_waits_for_its_predecessor(sm90_ptx):
 
 def test_gemvs_prefetch_weights_before_the_wait(sm90_ptx):
     for name in ("gemv_bf16_t1", "gemv_bf16_t1_k4", "gemv_bf16_t1_k2", "gemv_silu_t1_bf16", "gemv_f16_t1",
-                 "gemv_normin_bf16_t1_r2_k2", "gemv_residual_bf16_t1_r2_k1", "gemv_silu2_normin_t1_bf16"):
+                 "gemv_bf16_t1_r2_k2", "gemv_bf16_t1_r2_k1", "gemv_silu2_t1_bf16"):
         body = sm90_ptx[name]
         assert "prefetch.global.L2" in body, name
         assert body.index("prefetch.global.L2") < body.index("griddepcontrol.wait"), name

@@ -14,8 +14,7 @@ from ninfer.kernels.ops import make_ops
 from ninfer.reference import ops as ref
 
 TOL = 1e-2
-ALL_FUSIONS = ("add_rms_norm,rope_write_kv,linear_silu_mul,attention_merge,"  # the opt-in merge too
-               "linear_norm_in,linear_silu_mul_norm_in,linear_residual,norm_in_fits")
+ALL_FUSIONS = "add_rms_norm,rope_write_kv,linear_silu_mul,attention_merge"  # the opt-in merge too
 
 
 @pytest.fixture(params=["fused", "unfused"])
@@ -105,95 +104,6 @@ def test_linear_silu_mul_two_warps(backend, launchers, K, I, monkeypatch):
         monkeypatch.setenv("NINFER_GEMV_SILU2", "0")
         poison_allocator()
         assert torch.equal(y, launchers["linear_silu_mul"](x, W)), f"{dtype} {2 * I}x{K}: differs from gemv_silu"
-
-
-@pytest.fixture
-def two_rows(monkeypatch):
-    """The two-rows GEMV and the two-warp SwiGLU GEMV whatever the backend's tuning (read at each launch): the
-    norm-in kernels run on every backend here."""
-    monkeypatch.setenv("NINFER_GEMV_PAIRS", "1")
-    monkeypatch.setenv("NINFER_GEMV_SILU2", "1")
-
-
-def norm_in(K, dtype, zc, seed=0):
-    torch.manual_seed(seed)
-    return ref.NormIn(randn(1, K, dtype=dtype, scale=3.0), randn(K, dtype=dtype, scale=0.5), 1e-6, zc)
-
-
-def as_f32(x):
-    return ref.NormIn(x.h.float(), x.weight.float(), x.eps, x.zero_centered)
-
-
-# Llama-3-8B's o and down, Qwen3.5-27B's o (K split 1), a ragged shape
-@pytest.mark.parametrize("N,K", [(4096, 4096), (4096, 14336), (5120, 6144), (1000, 520)])
-def test_linear_residual(backend, launchers, two_rows, N, K):
-    for dtype in backend_dtypes(backend):
-        x, W, r = randn(1, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5), randn(1, N, dtype=dtype)
-        poison_allocator()
-        h = launchers["linear_residual"](x, W, r)
-        assert h.shape == (1, N) and h.dtype == dtype
-        assert torch.equal(h, launchers["linear"](x, W) + r)  # the residual add of the same projection, in dtype
-
-
-# Llama-3-8B's qkv (K split 2), Qwen3.5-27B's qkv, a long K (split 1), a ragged shape
-@pytest.mark.parametrize("N,K", [(6144, 4096), (14336, 5120), (5120, 8192), (100, 520)])
-@pytest.mark.parametrize("zc,bias", [(False, False), (True, True)])
-def test_linear_norm_in(backend, launchers, two_rows, N, K, zc, bias):
-    for dtype in backend_dtypes(backend):
-        x = norm_in(K, dtype, zc)
-        W = randn(N, K, dtype=dtype, scale=K ** -0.5)
-        b = randn(N, dtype=dtype) if bias else None
-        poison_allocator()
-        y = launchers["linear_norm_in"](x, W, b)
-        assert y.shape == (1, N) and y.dtype == dtype
-        assert rel_l2(y, ref.linear_norm_in(as_f32(x), W.float(), None if b is None else b.float())) < TOL
-        poison_allocator()
-        assert torch.equal(y, launchers["linear_norm_in"](x, W, b))  # deterministic
-
-
-@pytest.mark.parametrize("I,K,zc", [(14336, 4096, False), (17408, 5120, True), (100, 2048, False), (33, 4104, True)])
-def test_linear_silu_mul_norm_in(backend, launchers, two_rows, I, K, zc):
-    for dtype in backend_dtypes(backend):
-        x = norm_in(K, dtype, zc, seed=1)
-        W = randn(2 * I, K, dtype=dtype, scale=K ** -0.5)
-        poison_allocator()
-        y = launchers["linear_silu_mul_norm_in"](x, W)
-        assert y.shape == (1, I) and y.dtype == dtype
-        assert rel_l2(y, ref.linear_silu_mul_norm_in(as_f32(x), W.float())) < TOL
-        poison_allocator()
-        assert torch.equal(y, launchers["linear_silu_mul_norm_in"](x, W))
-
-
-def test_norm_in_block_equals_the_eager_norms(backend, launchers, two_rows):
-    """o -> post-norm -> gate_up + SwiGLU -> down -> next input norm -> qkv at Llama-3-8B shapes: the norm-in and
-    residual kernels against the eager kernels (add_rms_norm between GEMVs)."""
-    H, I, Q = 4096, 14336, 6144
-    for dtype in backend_dtypes(backend):
-        o_in, x = randn(1, H, dtype=dtype), randn(1, H, dtype=dtype, scale=2.0)
-        Wo, Wgu = randn(H, H, dtype=dtype, scale=H ** -0.5), randn(2 * I, H, dtype=dtype, scale=H ** -0.5)
-        Wd, Wq = randn(H, I, dtype=dtype, scale=I ** -0.5), randn(Q, H, dtype=dtype, scale=H ** -0.5)
-        n1, n2 = randn(H, dtype=dtype, scale=0.5), randn(H, dtype=dtype, scale=0.5)
-        h = launchers["linear_residual"](o_in, Wo, x)
-        m = launchers["linear_silu_mul_norm_in"](ref.NormIn(h, n1, 1e-6), Wgu)
-        h2 = launchers["linear_residual"](m, Wd, h)
-        q = launchers["linear_norm_in"](ref.NormIn(h2, n2, 1e-6), Wq)
-        e_n, e_h = launchers["add_rms_norm"](launchers["linear"](o_in, Wo), x, n1, 1e-6)
-        e_m = launchers["linear_silu_mul"](e_n, Wgu)
-        e_n2, e_h2 = launchers["add_rms_norm"](launchers["linear"](e_m, Wd), e_h, n2, 1e-6)
-        e_q = launchers["linear"](e_n2, Wq)
-        assert torch.equal(h, e_h)  # the same residual add, rounded alike
-        assert rel_l2(m, e_m) < TOL and rel_l2(h2, e_h2) < TOL and rel_l2(q, e_q) < TOL
-
-
-def test_norm_in_fits_the_8b_blocks(backend, launchers, two_rows, request):
-    """The kernels serve a Llama-3-8B block (so the decoder uses them) unless the fusions are off; not a dtype the
-    backend is not built for."""
-    H, I = 4096, 14336
-    dtype = backend_dtypes(backend)[0]
-    ws = [torch.empty(n, k, dtype=dtype, device="cuda") for n, k in ((6144, H), (H, H), (2 * I, H), (H, I))]
-    assert launchers["norm_in_fits"](*ws) == (request.node.callspec.params["launchers"] == "fused")
-    ws[0] = torch.empty(6144, H, dtype=torch.float32, device="cuda")
-    assert not launchers["norm_in_fits"](*ws)
 
 
 @pytest.mark.parametrize("T,L,Hq,Hk,D,spare", [(1, 513, 32, 8, 128, 191), (1, 8192, 32, 8, 128, 500),

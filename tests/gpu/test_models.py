@@ -115,30 +115,3 @@ def test_pipelined_decode_equals_plain_loop(backend, shape, temperature, monkeyp
     piped, f1, t1 = run("1", stop_token_ids=[stop])
     assert piped == plain == plain[:plain.index(stop) + 1] and f0 == f1 == "stop"
     assert t1 == (t0 + [stop] if runner.state is not None else t0)  # recurrent state keeps the step past the stop
-
-
-@pytest.mark.parametrize("shape", ["llama3-8b", "qwen3-8b"])
-def test_norms_in_gemvs_match_the_norm_kernels(backend, shape, monkeypatch):
-    """Decode with the RMSNorms inside the GEMVs (models.decoder: DecoderBlock.norm_in; NINFER_NORM_IN, opt-in)
-    against the norm kernels, on the same weights and tokens, one runner after
-    another: logits within bf16 rounding, and the CUDA graph replays the eager norm-in decode bit for bit."""
-    dtype = backend_dtypes(backend)[0]
-    w = shared_weights(shape, dtype)
-    monkeypatch.setenv("NINFER_GEMV_PAIRS", "1")  # the norm-in kernels on every backend here (sm90's own tuning)
-    monkeypatch.setenv("NINFER_GEMV_SILU2", "1")
-    ids = prompt(200, 1000, 5)
-    logits = {}
-    for mode, graphs in (("0", False), ("1", False), ("1", True)):
-        monkeypatch.setenv("NINFER_NORM_IN", mode)
-        r, _ = rm.build(shape, backend, "cuda", dtype, 1024, layers=LAYERS[shape], weights=w)
-        if not graphs:
-            r.graphs = None
-        assert r.model.norms_in_gemvs(1) == (mode == "1"), "the norm-in kernels do not serve this model"
-        out = [r.prefill(ids)]
-        for tok in prompt(8, 1000, 6):
-            out.append(r.decode(tok))
-        logits[(mode, graphs)] = torch.stack([o.float().reshape(-1) for o in out])
-    plain, norm_in, norm_in_graph = logits[("0", False)], logits[("1", False)], logits[("1", True)]
-    assert torch.equal(norm_in[0], plain[0])  # the prefill keeps the norm kernels
-    assert rel_l2(norm_in, plain) < 1e-2
-    assert torch.equal(norm_in_graph, norm_in)

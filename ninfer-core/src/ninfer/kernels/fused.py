@@ -16,8 +16,7 @@ from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
 # the ops each backend registers from here: removing one serves it by the reference op instead
-FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated",
-             "linear_norm_in", "linear_silu_mul_norm_in", "linear_residual", "norm_in_fits")
+FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated")
 
 
 def fusion_enabled(name: str) -> bool:
@@ -36,12 +35,6 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
     pairs = lib.tuning("NINFER_GEMV_PAIRS", 0) == 1  # gemv.form: two rows a warp (gemv_rows)
     silu2 = lib.tuning("NINFER_GEMV_SILU2", 0) == 1  # gate_up: fused.cuh gemv_silu2 instead of gemv_silu
     on = {op: fusion_enabled(op) for op in FUSED_OPS}
-
-    def silu2_on() -> bool:
-        """gate_up on two warps a row (fused.cuh: gemv_silu2): the backend's tuning, or NINFER_GEMV_SILU2=0 / 1 (A/B,
-        read at each launch)."""
-        env = os.environ.get("NINFER_GEMV_SILU2")
-        return (env == "1" if env in ("0", "1") else silu2) and warps % 2 == 0
 
     def suffix(t: torch.Tensor, op: str):
         return DTYPE_SUFFIX.get(t.dtype) if on[op] and t.is_cuda and t.dtype in lib.dtypes else None
@@ -118,87 +111,14 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
             return base["silu_mul"](base["linear"](x, weight))
         I = I2 // 2
         y = torch.empty(*x.shape[:-1], I, dtype=x.dtype, device=x.device)  # [..., I]
-        if silu2_on():  # gate and up rows on two warps
+        env = os.environ.get("NINFER_GEMV_SILU2")  # 0 / 1: A/B of the backend's choice (read at each launch)
+        if (env == "1" if env in ("0", "1") else silu2) and warps % 2 == 0:  # gate and up rows on two warps
             lib.module(x.device)[f"gemv_silu2_t1_{s}"](((2 * I + warps - 1) // warps,), (warps * 32,), weight, x1, y,
                                                       I, K)
         else:
             lib.module(x.device)[f"gemv_silu_t1_{s}"](((I + warps - 1) // warps,), (warps * 32,), weight, x1, y, I,
                                                      K)
         return y
-
-    def two_rows(x, weight, op):
-        """(suffix, K split, blocks) where a one-token dense GEMV runs the two-rows form (gemv.cuh: gemv_rows, which
-        carries the norm-in and residual epilogues), else None."""
-        s = suffix(x, op)
-        N, K = weight.shape[0], x.shape[-1]
-        if (s is None or x.numel() != K or weight.dtype != x.dtype or K % 8 or weight.dim() != 2
-                or not weight.is_contiguous() or warps % 4 or _gemv.mma_on() or not aligned(weight)):
-            return None
-        rows_w, sk = _gemv.form(N, K, pairs)
-        rows = warps // sk * 2  # output rows a block
-        return (s, sk, (N + rows - 1) // rows) if rows_w == 2 else None
-
-    def linear_residual(x, weight, residual):
-        """One token: the projection with the residual add in its epilogue (gemv.cuh: GemvResidual)."""
-        f = two_rows(x, weight, "linear_residual")
-        N, K = weight.shape
-        if f is None or residual.numel() != N or residual.dtype != x.dtype:
-            return base["linear"](x, weight) + residual
-        x1, r1 = x.reshape(1, K).contiguous(), residual.reshape(1, N).contiguous()
-        if not aligned(x1, r1):
-            return base["linear"](x, weight) + residual
-        s, sk, blocks = f
-        y = torch.empty(1, N, dtype=x.dtype, device=x.device)  # [1, N] the new residual stream
-        lib.module(x.device)[f"gemv_residual_{s}_t1_r2_k{sk}"]((blocks,), (warps * 32,), weight, x1, y, r1, N, K)
-        return y.view(residual.shape)
-
-    def norm_in_ok(x) -> bool:
-        w = x.weight
-        return (w.dtype == x.h.dtype and w.dim() == 1 and w.shape[0] == x.h.shape[-1] and w.is_contiguous()
-                and aligned(w, x.h) and x.h.is_contiguous())
-
-    def unfused_norm_in(x):  # the eager norm, then the GEMV
-        return base["rms_norm"](x.h, x.weight, x.eps, x.zero_centered)
-
-    def linear_norm_in(x, weight, bias=None):
-        """One token: the GEMV reading h through the RMSNorm (gemv.cuh: XNormIn, GemvNormInStore)."""
-        f = two_rows(x.h, weight, "linear_norm_in")
-        if (f is None or not norm_in_ok(x)
-                or (bias is not None and (bias.dtype != x.h.dtype or not bias.is_contiguous()))):
-            return base["linear"](unfused_norm_in(x), weight, bias)
-        s, sk, blocks = f
-        N, K = weight.shape
-        y = torch.empty(*x.h.shape[:-1], N, dtype=x.h.dtype, device=x.h.device)
-        lib.module(x.h.device)[f"gemv_normin_{s}_t1_r2_k{sk}"]((blocks,), (warps * 32,), weight, x.h, bias, y, N, K,
-                                                              x.weight, float(x.eps), int(bool(x.zero_centered)))
-        return y
-
-    def linear_silu_mul_norm_in(x, weight):
-        """One token: gate_up + SwiGLU reading h through the RMSNorm (fused.cuh: gemv_silu2 with NORM_IN)."""
-        h = x.h
-        s = suffix(h, "linear_silu_mul_norm_in")
-        K, I2 = h.shape[-1], weight.shape[0]
-        if (s is None or not silu2_on() or h.numel() != K or weight.dtype != h.dtype or K % 8 or I2 % 2 or _gemv.mma_on()
-                or not weight.is_contiguous() or not aligned(weight) or not norm_in_ok(x)):
-            return linear_silu_mul(unfused_norm_in(x), weight)
-        I = I2 // 2
-        y = torch.empty(*h.shape[:-1], I, dtype=h.dtype, device=h.device)  # [..., I]
-        lib.module(h.device)[f"gemv_silu2_normin_t1_{s}"](((2 * I + warps - 1) // warps,), (warps * 32,), weight, h,
-                                                         y, I, K, x.weight, float(x.eps), int(bool(x.zero_centered)))
-        return y
-
-    def norm_in_fits(qkv, o, gate_up, down) -> bool:
-        """Whether the norm-in kernels serve a decoder block with these dense weights at one token: the backend's
-        tuning has the two-rows GEMV and the two-warp SwiGLU GEMV, and each projection runs them. Otherwise the
-        decoder keeps its norm kernels."""
-        if not (on["linear_norm_in"] and silu2_on() and warps % 4 == 0) or _gemv.mma_on():
-            return False
-        for w in (qkv, o, gate_up, down):
-            if (not isinstance(w, torch.Tensor) or not w.is_cuda or w.dtype not in lib.dtypes or w.dim() != 2
-                    or not w.is_contiguous() or w.shape[1] % 8 or not aligned(w)):
-                return False
-        # qkv, o and down stream in the two-rows form (two_rows' rule); gate_up in gemv_silu2, any row count
-        return all(_gemv.form(*w.shape, pairs)[0] == 2 for w in (qkv, o, down)) and gate_up.shape[0] % 2 == 0
 
     def unfused_gdn_in_proj(x, weight, conv_weight, conv_state, A_log, dt_bias, conv_dim, z_dim):
         H = (weight.shape[0] - conv_dim - z_dim) // 2
@@ -237,6 +157,4 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
     return {"add_rms_norm": add_rms_norm, "rope_write_kv": rope_write_kv, "linear_silu_mul": linear_silu_mul,
-            "gdn_in_proj": gdn_in_proj, "linear_norm_in": linear_norm_in,
-            "linear_silu_mul_norm_in": linear_silu_mul_norm_in, "linear_residual": linear_residual,
-            "norm_in_fits": norm_in_fits}
+            "gdn_in_proj": gdn_in_proj}

@@ -25,8 +25,7 @@ ATTN_HEAD_DIMS = (64, 128, 256)
 ATTN_CLUSTER_FORMS = ("cluster16w4", "cluster8w8", "cluster16w8")  # kernels.cuh: blocks a cluster, warps a block
 KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quant.cuh, per dtype
                     + [f"kvq_attention_{{s}}_d{d}_b{b}_r{r}" for d in ATTN_HEAD_DIMS for b in (8, 4) for r in (4, 8)])
-FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1", "gemv_silu2_t1",
-                 "gemv_silu2_normin_t1")  # fused.cuh, per dtype
+FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1", "gemv_silu2_t1")  # fused.cuh, per dtype
 GDN_CHUNK_BVS = (16, 32)  # value columns per block of the chunked prefill's state pass
 GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128",  # gdn_kernels.cuh, per dtype and f32
                "gdn_recurrent_gated_{s}_d128",
@@ -37,7 +36,7 @@ GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128",  # gdn_k
 def _family_names(suffix: str) -> list[str]:
     names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
     names += [f"gemv_gdn_in_{suffix}_t1"] + [f"gemv_gdn_in_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
-    names += [f"gemv_{p}{suffix}_t1_r2_k{k}" for p in ("", "gdn_in_", "residual_", "normin_") for k in GEMV_PAIR_SPLITS]
+    names += [f"gemv_{p}{suffix}_t1_r2_k{k}" for p in ("", "gdn_in_") for k in GEMV_PAIR_SPLITS]
     names += [n.format(s=suffix) for n in GEMV_MMA_KERNELS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "argmax_part", "attention_combine", "gdn_gates",

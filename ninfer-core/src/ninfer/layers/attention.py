@@ -37,9 +37,7 @@ class Attention:
             src["k_norm.weight"] = [f"{p}.k_norm.weight"]
         return src
 
-    def __call__(self, x, ctx, project: bool = True) -> torch.Tensor:
-        """x: [T, H] normed, or a norm left to the qkv GEMV (NormIn); project=False: the output projection's input
-        [T, hq * d]."""
+    def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         T = x.shape[0]
         qkv = self.qkv(x)
         q_out = self.hq * self.d * (2 if self.gated else 1)
@@ -63,5 +61,4 @@ class Attention:
         o = self.ops.paged_attention(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale)
         if gate is not None:
             o = self.ops.sigmoid_mul(o, gate)  # [T, hq, d]
-        o = o.reshape(T, self.hq * self.d)
-        return self.o(o) if project else o
+        return self.o(o.reshape(T, self.hq * self.d))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from ..reference.ops import NormIn
-
 
 class Linear:
     def __init__(self, ops, in_features: int, out_features: int, bias: bool = False):
@@ -15,10 +13,7 @@ class Linear:
         self.bias: torch.Tensor | None = None
         self.has_bias = bias
 
-    def __call__(self, x) -> torch.Tensor:
-        """x: [..., in], or a norm left to this GEMV (reference.ops.NormIn; dense weights)."""
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if isinstance(self.weight, torch.Tensor):
-            if isinstance(x, NormIn):
-                return self.ops.linear_norm_in(x, self.weight, self.bias)
             return self.ops.linear(x, self.weight, self.bias)
         return self.ops.linear_for(self.weight.layout)(x, self.weight, self.bias)

@@ -13,7 +13,6 @@ from ..layers import attention as _attention  # noqa: F401  (registers "full_att
 from ..layers.linear import Linear
 from ..layers.mlp import SwiGLU
 from ..layers.norm import RMSNorm
-from ..reference.ops import NormIn
 
 
 class DecoderBlock:
@@ -43,26 +42,6 @@ class DecoderBlock:
         normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x)  # h = x + mixer out
         return h, self.mlp(normed)
 
-    def norm_in_capable(self) -> bool:
-        """Whether this block can run with its norms inside its GEMVs (``norm_in``): an attention mixer with dense
-        projections, no output-projection bias, that the backend's norm-in kernels serve (``norm_in_fits``)."""
-        m = self.mixer
-        if not isinstance(m, _attention.Attention) or m.o.bias is not None:
-            return False
-        ws = (m.qkv.weight, m.o.weight, self.mlp.gate_up.weight, self.mlp.down.weight)
-        return all(isinstance(w, torch.Tensor) for w in ws) and self.post_norm.ops.norm_in_fits(*ws)
-
-    def norm_in(self, x: torch.Tensor, ctx) -> torch.Tensor:
-        """One token through the block, x the whole residual stream, with no norm kernel: the qkv and the gate_up
-        GEMVs read their input through the block's two RMSNorms (``NormIn``: the norm's sum of squares and weight
-        applied as they load it), and the o and down projections add the residual in their epilogue
-        (``linear_residual``). -> the block's output."""
-        ops, n1, n2 = self.post_norm.ops, self.input_norm, self.post_norm
-        o = self.mixer(NormIn(x, n1.weight, n1.eps, n1.zero_centered), ctx, project=False)
-        h = ops.linear_residual(o, self.mixer.o.weight, x)
-        m = self.mlp.hidden(NormIn(h, n2.weight, n2.eps, n2.zero_centered))
-        return ops.linear_residual(m, self.mlp.down.weight, h)
-
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         src = {"input_norm.weight": [f"{prefix}.input_layernorm.weight"],
                "post_norm.weight": [f"{prefix}.post_attention_layernorm.weight"]}
@@ -82,27 +61,9 @@ class CausalLM:
         self.lm_head = Linear(ops, cfg.hidden_size, cfg.vocab_size)
         self.extra_weights: dict[str, torch.Tensor] = {}  # e.g. mtp.* kept for the MTP drafter
 
-    def norms_in_gemvs(self, T: int) -> bool:
-        """Whether a forward of T tokens runs every block with its norms inside its GEMVs (DecoderBlock.norm_in):
-        one-token steps (decode) of a model whose blocks all qualify. Opt-in until measured on a GPU (bench/RESULTS.md,
-        2026-12-03 session 9): ``NINFER_NORM_IN=auto`` where the backend has the norm-in kernels (``norm_in_fits``
-        not the reference's), ``=1`` for any backend (the reference's arithmetic: tests), unset or ``0`` off."""
-        import os
-
-        env = os.environ.get("NINFER_NORM_IN", "0")
-        impl = getattr(self.ops, "impls", {}).get("norm_in_fits")
-        on = env == "1" or (env != "0" and impl is not None and impl.backend != "reference")
-        return (on and T == 1 and all(isinstance(b, DecoderBlock) for b in self.layers)
-                and all(b.norm_in_capable() for b in self.layers))
-
     def forward(self, ids: torch.Tensor, ctx) -> torch.Tensor:
         """ids: [T] int64 -> final hidden states [T, H] (after the final norm)."""
         x = self.ops.embedding(ids, self.embed_tokens)
-        if self.norms_in_gemvs(ids.shape[0]):
-            for layer in self.layers:
-                x = layer.norm_in(x, ctx)
-            ctx.hidden_pre_norm = x
-            return self.norm(x)
         pending = None  # the last block's MLP output, added to x by the next norm (fused)
         for layer in self.layers:
             if isinstance(layer, DecoderBlock):

@@ -121,48 +121,6 @@ def linear_silu_mul(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return silu_mul(linear(x, weight))
 
 
-class NormIn:
-    """An RMSNorm left to the GEMV that reads it (``linear_norm_in``, ``linear_silu_mul_norm_in``): h, the norm's
-    input [T, H], and the norm (weight, eps, zero_centred) the GEMV applies as it loads h."""
-
-    def __init__(self, h: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool = False):
-        self.h, self.weight, self.eps, self.zero_centered = h, weight, eps, zero_centered
-
-    @property
-    def shape(self):
-        return self.h.shape
-
-    def normed(self) -> torch.Tensor:
-        """rms_norm(h) in float32, not rounded (the GEMVs that fold the norm never store it)."""
-        return rms_norm(self.h.float(), self.weight, self.eps, self.zero_centered)
-
-
-def linear_norm_in(x: NormIn, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """linear(rms_norm(h), W, b) with the norm inside the GEMV: rms_norm(h) @ W^T (+ b) in float32, rounded once to
-    h's dtype (the eager path rounds the norm's output as well: they differ by that rounding)."""
-    y = x.normed() @ weight.float().t()
-    if bias is not None:
-        y = y + bias.float()
-    return y.to(x.h.dtype)
-
-
-def linear_silu_mul_norm_in(x: NormIn, weight: torch.Tensor) -> torch.Tensor:
-    """linear_silu_mul(rms_norm(h), W) with the norm inside the GEMV (as ``linear_norm_in``)."""
-    return silu_mul(linear_norm_in(x, weight))
-
-
-def linear_residual(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-    """The projection that ends a residual block with the residual add: residual + linear(x, W), in x's dtype (the
-    sum ``add_rms_norm`` would make)."""
-    return linear(x, weight) + residual
-
-
-def norm_in_fits(qkv: torch.Tensor, o: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> bool:
-    """Whether the norm-in ops serve a decoder block with these projection weights at one token (the reference:
-    always; a backend: where its kernels run them)."""
-    return True
-
-
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     block_table: torch.Tensor, positions: torch.Tensor, scale: float) -> torch.Tensor:
     """Causal attention of new queries over one sequence's paged cache (prefill, decode, verify).
@@ -213,10 +171,6 @@ OPS = {
     "add_rms_norm": add_rms_norm,
     "rope_write_kv": rope_write_kv,
     "linear_silu_mul": linear_silu_mul,
-    "linear_norm_in": linear_norm_in,
-    "linear_silu_mul_norm_in": linear_silu_mul_norm_in,
-    "linear_residual": linear_residual,
-    "norm_in_fits": norm_in_fits,
     "paged_attention": paged_attention,
     "argmax": argmax,
     "sigmoid_mul": sigmoid_mul,

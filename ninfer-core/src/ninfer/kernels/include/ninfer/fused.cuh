@@ -205,12 +205,9 @@ __device__ __forceinline__ void gemv_silu(const T *__restrict__ W, const T *__re
 // their sums met in shared memory: twice the warps of gemv_silu, each with its loads issued a round ahead
 // (bench/gemv_lab.py on the H200: one row a warp in that form streams the 27B's gate_up at 0.98 of copy bandwidth
 // against 0.93-0.95 for gemv_silu). Each row's sum has gemv_silu's order (bitwise the same output).
-// NORM_IN: x is the residual stream h and the gate_up GEMV reads it through the post-attention RMSNorm (weight nw,
-// or 1 + nw where zc; gemv.cuh: XNormIn): both sums scaled by the norm's rsqrt before they are rounded.
-template <typename T, int WARPS, bool NORM_IN = false>
+template <typename T, int WARPS>
 __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__restrict__ x, T *__restrict__ y,
-                                           int I, int K, const T *__restrict__ nw = nullptr, float eps = 0.f,
-                                           int zc = 0) {
+                                           int I, int K) {
     constexpr int U = 2;
     static_assert(WARPS % 2 == 0, "gate and up warps");
     __shared__ float s_up[WARPS];
@@ -227,20 +224,17 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
     }
     pdl_stream_enter();
     float acc = 0.f;
-    using XL = typename std_conditional<NORM_IN, XNormIn<T>, XPlain<T>>::type;
-    XL xl = make_x_loader<T, NORM_IN>(xr, nw, zc);
     if (live) {
-        int v = gemv_rounds_next<T, U>(Wr, xl, lane, KV, acc);
+        int v = gemv_rounds_next<T, U>(Wr, xr, lane, KV, acc);
         for (; v < KV; v += 32) {
             float wf[8], xf[8];
             unpack8<T>(load_stream(Wr + v), wf);
-            xl.load(v, xf);
+            unpack8<T>(__ldg(xr + v), xf);
 #pragma unroll
             for (int i = 0; i < 8; i++) acc = fmaf(wf[i], xf[i], acc);
         }
     }
     acc = warp_sum(acc);
-    if constexpr (NORM_IN) acc *= norm_in_scale(live ? xl.ss : 0.f, K, eps);  // each warp read all of x
     if (lane == 0 && up) s_up[warp] = acc;
     __syncthreads();
     if (lane == 0 && !up && live) {
@@ -278,8 +272,4 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
         gemv_silu2_t1_##S(const T *W, const T *x, T *y, int I, int K) {                               \
         ninfer::gemv_silu2<T, NINFER_GEMV_WARPS>(W, x, y, I, K);                                        \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32)                                 \
-        gemv_silu2_normin_t1_##S(const T *W, const T *x, T *y, int I, int K, const T *nw, float eps, int zc) { \
-        ninfer::gemv_silu2<T, NINFER_GEMV_WARPS, true>(W, x, y, I, K, nw, eps, zc);                     \
     }

@@ -15,84 +15,24 @@
 
 namespace ninfer {
 
-// How a one-token GEMV reads its activation vector x, 8 values (one 16-byte vector) at a time: as stored (XPlain),
-// or as the RMSNorm of the residual stream h that x holds (XNormIn: the norm folded into the GEMV that reads it,
-// ninfer.kernels.fused: linear_norm_in). XNormIn multiplies each h by the norm's weight w (or 1 + w) as it loads it and
-// adds up h^2 on the side; the GEMV scales its sums by rsqrt(sum(h^2) / K + eps) at the end (norm_in_scale). Every
-// warp that reads all of x gets the same sum, bit for bit (lane order, then the shuffle tree).
-template <typename T>
-struct XPlain {
-    const uint4 *__restrict__ xr;
-    static constexpr bool NORM = false;
-    __device__ __forceinline__ void load(int v, float (&xf)[8]) { unpack8<T>(__ldg(xr + v), xf); }
-};
-
-template <typename T>
-struct XNormIn {
-    const uint4 *__restrict__ xr;  // h
-    const uint4 *__restrict__ wr;  // the norm's weight
-    float add;                     // 1 for a zero-centred norm (1 + w), else 0
-    float ss;                      // this lane's sum of h^2
-    static constexpr bool NORM = true;
-    __device__ __forceinline__ void load(int v, float (&xf)[8]) {
-        float wf[8];
-        unpack8<T>(__ldg(xr + v), xf);
-        unpack8<T>(__ldg(wr + v), wf);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            ss = fmaf(xf[i], xf[i], ss);
-            xf[i] *= wf[i] + add;
-        }
-    }
-};
-
-template <bool C, typename A, typename B> struct std_conditional { typedef A type; };
-template <typename A, typename B> struct std_conditional<false, A, B> { typedef B type; };
-
-template <typename T, bool NORM>
-__device__ __forceinline__ typename std_conditional<NORM, XNormIn<T>, XPlain<T>>::type make_x_loader(
-    const uint4 *xr, const T *nw, int zc) {
-    if constexpr (NORM) {
-        return XNormIn<T>{xr, reinterpret_cast<const uint4 *>(nw), zc ? 1.f : 0.f, 0.f};
-    } else {
-        return XPlain<T>{xr};
-    }
-}
-
-// The loader of a GEMV whose epilogue says whether x is a norm's input (Epi::NORM_IN: its nw, zc).
-template <typename T, typename Epi>
-__device__ __forceinline__ typename std_conditional<Epi::NORM_IN, XNormIn<T>, XPlain<T>>::type x_loader(
-    const uint4 *xr, const Epi &epi) {
-    if constexpr (Epi::NORM_IN) {
-        return make_x_loader<T, true>(xr, epi.nw, epi.zc);
-    } else {
-        return XPlain<T>{xr};
-    }
-}
-
 // One round of a one-token row stream: U vectors of W (in registers) against x at vector offset v, into acc.
-template <typename T, int U, typename XL>
-__device__ __forceinline__ void gemv_round(const uint4 (&w)[U], XL &xl, int v, float &acc) {
+template <typename T, int U>
+__device__ __forceinline__ void gemv_round(const uint4 (&w)[U], const uint4 *__restrict__ xr, int v, float &acc) {
 #pragma unroll
     for (int u = 0; u < U; u++) {
         float wf[8], xf[8];
         unpack8<T>(w[u], wf);
-        xl.load(v + 32 * u, xf);
+        unpack8<T>(__ldg(xr + v + 32 * u), xf);
 #pragma unroll
         for (int i = 0; i < 8; i++) acc = fmaf(wf[i], xf[i], acc);
     }
 }
 
-template <typename T, int U>
-__device__ __forceinline__ void gemv_round(const uint4 (&w)[U], const uint4 *__restrict__ xr, int v, float &acc) {
-    XPlain<T> xl{xr};
-    gemv_round<T, U>(w, xl, v, acc);
-}
-
 // Rounds of U vectors from lane's v to the last full round below v1, the next round in flight (NINFER_GEMV_NEXT);
 // returns the v where the single-vector tail starts.
-template <typename T, int U, typename XL>
-__device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, XL &xl, int v, int v1, float &acc) {
+template <typename T, int U>
+__device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, const uint4 *__restrict__ xr, int v,
+                                                int v1, float &acc) {
     if (v + 32 * (U - 1) >= v1) return v;
     uint4 w[U];
 #pragma unroll
@@ -103,61 +43,20 @@ __device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, XL
 #pragma unroll
             for (int u = 0; u < U; u++) nx[u] = load_stream(Wr + v + 32 * (U + u));
         }
-        gemv_round<T, U>(w, xl, v, acc);
+        gemv_round<T, U>(w, xr, v, acc);
 #pragma unroll
         for (int u = 0; u < U; u++) w[u] = nx[u];
     }
     return v;
 }
 
-template <typename T, int U>
-__device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, const uint4 *__restrict__ xr, int v,
-                                                int v1, float &acc) {
-    XPlain<T> xl{xr};
-    return gemv_rounds_next<T, U>(Wr, xl, v, v1, acc);
-}
-
-// The RMSNorm scale of a norm-in GEMV from its lanes' sums of h^2 over x's K values (all of them in this warp).
-__device__ __forceinline__ float norm_in_scale(float ss, int K, float eps) {
-    return rsqrtf(warp_sum(ss) / (float)K + eps);
-}
-
 // What a decode GEMV does with a finished output y[t, n] = acc: the plain store (plus the bias), or a fused
 // epilogue (GdnInEpilogue below). Called by one lane per output.
 template <typename T>
 struct GemvStore {
-    static constexpr bool NORM_IN = false;  // x as stored (GemvNormInStore: x is h, normed on the way in)
     T *y;
     const T *bias;
     int N;
-    __device__ __forceinline__ void operator()(int t, int n, float acc) const {
-        y[(i64)t * N + n] = from_f<T>(acc + (bias ? to_f(bias[n]) : 0.f));
-    }
-};
-
-// The GEMV that ends a residual block adds the residual in its epilogue: y = r + (the projection, stored in T), in T
-// (ninfer.kernels.fused: linear_residual; the sum the add_rms_norm after it would make).
-template <typename T>
-struct GemvResidual {
-    static constexpr bool NORM_IN = false;
-    T *y;
-    const T *res;
-    __device__ __forceinline__ void operator()(int, int n, float acc) const {
-        y[n] = from_f<T>(to_f(from_f<T>(acc)) + to_f(res[n]));
-    }
-};
-
-// The GEMV that reads a norm's input h (x) rather than its output: gemv_rows loads x through XNormIn and passes
-// the epilogue its sums already scaled by the norm's rsqrt; y = that + bias.
-template <typename T>
-struct GemvNormInStore {
-    static constexpr bool NORM_IN = true;
-    T *y;
-    const T *bias;
-    int N;
-    const T *nw;  // the norm's weight [K]
-    float eps;
-    int zc;
     __device__ __forceinline__ void operator()(int t, int n, float acc) const {
         y[(i64)t * N + n] = from_f<T>(acc + (bias ? to_f(bias[n]) : 0.f));
     }
@@ -269,14 +168,14 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = 0.f;
-    auto xl = x_loader<T, Epi>(reinterpret_cast<const uint4 *>(x), epi);  // XPlain, or XNormIn (its sum of h^2)
     if (n0 < N) {
+        const uint4 *xr = reinterpret_cast<const uint4 *>(x);
         int v = v0 + lane;
         auto use = [&](const uint4 (&w)[R][U], int vv) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 float xf[8];
-                xl.load(vv + 32 * u, xf);
+                unpack8<T>(__ldg(xr + vv + 32 * u), xf);
 #pragma unroll
                 for (int r = 0; r < R; r++) {
                     float wf[8];
@@ -312,7 +211,7 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
         }
         for (; v < v1; v += 32) {
             float xf[8];
-            xl.load(v, xf);
+            unpack8<T>(__ldg(xr + v), xf);
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 float wf[8];
@@ -325,17 +224,10 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
 #pragma unroll
     for (int r = 0; r < R; r++) acc[r] = warp_sum(acc[r]);
     if constexpr (SPLITK == 1) {
-        float rs = 1.f;
-        if constexpr (Epi::NORM_IN) rs = norm_in_scale(xl.ss, K, epi.eps);  // this warp read all of x
 #pragma unroll
         for (int r = 0; r < R; r++)
-            if (lane == r && n0 + r < N) epi(0, n0 + r, Epi::NORM_IN ? acc[r] * rs : acc[r]);
+            if (lane == r && n0 + r < N) epi(0, n0 + r, acc[r]);
         return;
-    }
-    __shared__ float s_ss[WARPS];  // NORM_IN: each part's sum of h^2 over its K range
-    if constexpr (Epi::NORM_IN) {
-        const float ss = warp_sum(xl.ss);
-        if (lane == 0) s_ss[warp] = ss;
     }
     if (lane == 0) {
 #pragma unroll
@@ -343,20 +235,13 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
     }
     __syncthreads();
     if (part == 0) {
-        float rs = 1.f;
-        if constexpr (Epi::NORM_IN) {  // the parts of x in order: the same bits in every row group
-            float t = 0.f;
-#pragma unroll
-            for (int p = 0; p < SPLITK; p++) t += s_ss[warp + p];
-            rs = rsqrtf(t / (float)K + epi.eps);
-        }
 #pragma unroll
         for (int r = 0; r < R; r++) {
             if (lane == r && n0 + r < N) {
                 float s = 0.f;
 #pragma unroll
                 for (int p = 0; p < SPLITK; p++) s += s_acc[warp + p][r];
-                epi(0, n0 + r, Epi::NORM_IN ? s * rs : s);
+                epi(0, n0 + r, s);
             }
         }
     }
@@ -423,7 +308,6 @@ __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__
 // y is [1, C + Z]. Exactly ninfer.reference.gdn.gdn_in_proj's arithmetic after the GEMV.
 template <typename T>
 struct GdnInEpilogue {
-    static constexpr bool NORM_IN = false;
     T *y;
     const T *conv_w;
     float *conv_state;

@@ -70,16 +70,6 @@
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(W, x, ninfer::GemvStore<T>{y, b, N}, N, K); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
-        gemv_residual_##S##_t1_r2_k##SK(const T *W, const T *x, T *y, const T *res, int N, int K) {     \
-        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(W, x, ninfer::GemvResidual<T>{y, res}, N, K); \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
-        gemv_normin_##S##_t1_r2_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K, const T *nw, \
-                                      float eps, int zc) {                                              \
-        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
-            W, x, ninfer::GemvNormInStore<T>{y, b, N, nw, eps, zc}, N, K);                              \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
         gemv_gdn_in_##S##_t1_r2_k##SK(NINFER_GEMV_GDN_IN_ARGS(T)) {                                     \
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
             W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K); \
