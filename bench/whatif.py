@@ -12,9 +12,7 @@ Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residua
 output is q). Not removals, outputs correct: ``late`` the decode attention compiled with
 -DNINFER_PDL_EARLY_LOADS=0 (every read after its wait; the sm90 backend's default reads older keys before it),
 precompiled with bench/precompile_variants.sh; ``cluster16w4``, ``cluster8w8``, ``cluster16w8`` the one-launch decode
-attention (NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster); ``pf40`` / ``pf64`` the one-token GEMVs of matrices
-up to 40 / 64 MB ask L2 for the whole matrix before their wait (NINFER_GEMV_PREFETCH_MB; gemv.cuh: gemv_rows
-PF_ALL); ``ctrig`` the combine lets the next kernel launch before it waits (-DNINFER_COMBINE_EARLY_TRIGGER).
+attention (NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster).
 """
 
 from __future__ import annotations
@@ -75,10 +73,7 @@ def main():
         parts = v.split("+")
         clusters = [p for p in parts if p in ATTN_CLUSTER_FORMS]  # the one-launch decode attention
         os.environ["NINFER_ATTN_CLUSTER"] = clusters[0] if clusters else "0"  # read at each launch
-        pf = [p for p in parts if p.startswith("pf") and p[2:].isdigit()]
-        os.environ["NINFER_GEMV_PREFETCH_MB"] = pf[0][2:] if pf else "0"  # read at each launch
-        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ()) \
-            + (("-DNINFER_COMBINE_EARLY_TRIGGER",) if "ctrig" in parts else ())
+        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ())
         if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
             lib.options = opts
             lib._modules.clear()
@@ -88,7 +83,7 @@ def main():
             if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
-            elif part not in ("base", "late", "ctrig", *pf, *ATTN_CLUSTER_FORMS):
+            elif part not in ("base", "late", *ATTN_CLUSTER_FORMS):
                 raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)

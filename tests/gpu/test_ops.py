@@ -71,31 +71,6 @@ def test_linear_pairs(backend, K, N, bias, monkeypatch):
         monkeypatch.delenv("NINFER_GEMV_SPLITK")
 
 
-@pytest.mark.parametrize("K,N,bias", [(4096, 4096, True), (4096, 6144, False), (6144, 5120, False),
-                                      (4104, 1001, True), (520, 7, False)])
-def test_linear_pairs_prefetching_the_whole_matrix(backend, K, N, bias, monkeypatch):
-    """The two-rows GEMV that asks L2 for its whole matrix before its wait (gemv_pf_*, NINFER_GEMV_PREFETCH_MB):
-    launched, and bit for bit the same sums as without the prefetch."""
-    from ninfer.kernels.launch import Module
-
-    launched, lookup = [], Module.__getitem__
-    monkeypatch.setattr(Module, "__getitem__", lambda self, name: launched.append(name) or lookup(self, name))
-    monkeypatch.setenv("NINFER_GEMV_PAIRS", "1")
-    for dtype in backend_dtypes(backend):
-        ops = opset(backend, dtype)
-        x, W = randn(1, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5)
-        b = randn(N, dtype=dtype) if bias else None
-        monkeypatch.setenv("NINFER_GEMV_PREFETCH_MB", "0")
-        poison_allocator()
-        y = ops.linear(x, W, b)
-        monkeypatch.setenv("NINFER_GEMV_PREFETCH_MB", "1024")
-        poison_allocator()
-        y_pf = ops.linear(x, W, b)
-        assert launched[-1].startswith("gemv_pf_"), launched[-2:]
-        assert torch.equal(y, y_pf)
-        assert rel_l2(y_pf, ref.linear(x.float(), W.float(), None if b is None else b.float())) < TOL
-
-
 @pytest.mark.parametrize("ksg", ["1", "2", "4", "8"])
 @pytest.mark.parametrize("T", [1, 5, 16])
 def test_linear_mma_splits(backend, T, ksg, monkeypatch):

@@ -145,14 +145,6 @@ def form(N: int, K: int, pairs: bool) -> tuple[int, int]:
     return 1, split_k(N, K)
 
 
-def prefetch_all(weight: torch.Tensor) -> bool:
-    """Whether the one-token two-rows GEMV asks L2 for the whole matrix before its wait (``gemv_pf_*``; gemv.cuh:
-    gemv_rows PF_ALL): for matrices of up to NINFER_GEMV_PREFETCH_MB megabytes (read at each launch; 0, the
-    default: never), which then stream in while the kernels before them run."""
-    mb = float(os.environ.get("NINFER_GEMV_PREFETCH_MB", "0") or 0)
-    return mb > 0 and weight.numel() * weight.element_size() <= mb * 2**20
-
-
 def split_k(N: int, K: int) -> int:
     """Warps per row of the one-token CUDA-core GEMV (``linear``; ``gdn_in_proj``'s GEMV splits alike, so its
     projection has the same bits): short matrices split K so that enough loads are in flight.

@@ -36,7 +36,7 @@ GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128",  # gdn_k
 def _family_names(suffix: str) -> list[str]:
     names = [f"gemv_{suffix}_t{n}" for n in GEMV_WIDTHS] + [f"gemv_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
     names += [f"gemv_gdn_in_{suffix}_t1"] + [f"gemv_gdn_in_{suffix}_t1_k{k}" for k in GEMV_SPLITS]
-    names += [f"gemv_{p}{suffix}_t1_r2_k{k}" for p in ("", "pf_", "gdn_in_") for k in GEMV_PAIR_SPLITS]
+    names += [f"gemv_{p}{suffix}_t1_r2_k{k}" for p in ("", "gdn_in_") for k in GEMV_PAIR_SPLITS]
     names += [n.format(s=suffix) for n in GEMV_MMA_KERNELS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
                                           "write_kv", "argmax", "argmax_part", "attention_combine", "gdn_gates",

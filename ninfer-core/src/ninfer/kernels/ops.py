@@ -60,9 +60,8 @@ def make_ops(lib: KernelLibrary) -> dict:
         rows_w, sk = _gemv.form(N, K, pairs) if T == 1 and warps % 4 == 0 else (1, 1)
         if rows_w == 2:
             groups = warps // sk
-            pf = "pf_" if _gemv.prefetch_all(weight) else ""
-            lib.module(x.device)[f"gemv_{pf}{s}_t1_r2_k{sk}"](((N + 2 * groups - 1) // (2 * groups),),
-                                                              (warps * 32,), weight, x2, bias, y, N, K)
+            lib.module(x.device)[f"gemv_{s}_t1_r2_k{sk}"](((N + 2 * groups - 1) // (2 * groups),), (warps * 32,),
+                                                          weight, x2, bias, y, N, K)
             return y.view(*x.shape[:-1], N)
         if sk > 1:
             rows = warps // sk

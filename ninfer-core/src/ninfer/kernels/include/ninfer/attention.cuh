@@ -605,9 +605,6 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
     __shared__ float s_w[ATTN_MAX_SPLITS];
     __shared__ float scratch[32];
     __shared__ __align__(16) float s_sum[COMBINE_THREADS * 4];
-#ifdef NINFER_COMBINE_EARLY_TRIGGER  // the next kernel (the o projection) launches now, while the split still runs
-    pdl_trigger();
-#endif
     C = launch_split(C, cmin, S, positions[gridDim.x / Hq - 1]);  // as the split kernel did
     const i64 row = blockIdx.x;
     const int t = (int)(row / Hq);

@@ -97,13 +97,6 @@ __device__ __forceinline__ void prefetch_l2(const void *p) {
 #endif
 }
 
-// Ask L2 for `bytes` (a multiple of 16) from a 16-byte aligned p on, in one instruction (sm_90+; a no-op below).
-__device__ __forceinline__ void prefetch_l2_bulk(const void *p, unsigned bytes) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 // RMSNorm rows that fit hold their row in registers, one read of each input (norm.cuh, fused.cuh).
 // NINFER_NORM_TWO_PASS (measurements only: bench/decode.py --norm 2, with the launchers' former block sizes)
 // compiles the former loops, which read the row, reduce, then read it again.

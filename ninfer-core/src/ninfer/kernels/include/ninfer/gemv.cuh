@@ -144,10 +144,7 @@ namespace ninfer {
 // call 4: bench/gemv_lab.py --gap, bench/RESULTS.md 2026-12-03
 // session 7). A row's sum has the same order for every R, U and NEXT: lane order over its vectors, the warp's
 // shuffle tree, then the SPLITK parts in order; only SPLITK changes the bits.
-// PF_ALL: before its wait, each warp asks L2 for all of its rows' K ranges at once (one bulk prefetch a row), so that
-// a matrix that fits in L2 streams in while the kernels before it still run (the o projection behind decode
-// attention, which reads little memory); the launcher takes it for matrices of up to NINFER_GEMV_PREFETCH_MB.
-template <typename T, int U, int WARPS, int SPLITK, int R, bool NEXT, typename Epi, bool PF_ALL = false>
+template <typename T, int U, int WARPS, int SPLITK, int R, bool NEXT, typename Epi>
 __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__restrict__ x, const Epi &epi, int N,
                                           int K) {
     constexpr int GROUPS = WARPS / SPLITK;  // row groups (R rows each) per block
@@ -166,11 +163,6 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
 #pragma unroll
             for (int u = 0; u < U; u++)  // the weights' first loads, while the previous kernel finishes
                 if (v0 + lane + 32 * u < v1) prefetch_l2(Wr[r] + v0 + lane + 32 * u);
-        if (PF_ALL && lane == 0 && v1 > v0) {
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                if (n0 + r < N) prefetch_l2_bulk(Wr[r] + v0, (unsigned)(v1 - v0) * 16u);
-        }
     }
     pdl_stream_enter();
     float acc[R];

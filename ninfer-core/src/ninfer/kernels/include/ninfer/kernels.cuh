@@ -70,11 +70,6 @@
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(W, x, ninfer::GemvStore<T>{y, b, N}, N, K); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
-        gemv_pf_##S##_t1_r2_k##SK(const T *W, const T *x, const T *b, T *y, int N, int K) {             \
-        ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true, ninfer::GemvStore<T>, true>(            \
-            W, x, ninfer::GemvStore<T>{y, b, N}, N, K);                                                 \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(NINFER_GEMV_WARPS * 32, 32 / NINFER_GEMV_WARPS)        \
         gemv_gdn_in_##S##_t1_r2_k##SK(NINFER_GEMV_GDN_IN_ARGS(T)) {                                     \
         ninfer::gemv_rows<T, 2, NINFER_GEMV_WARPS, SK, 2, true>(                                        \
             W, x, ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, C, Z, H}, N, K); \
