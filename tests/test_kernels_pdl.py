@@ -151,3 +151,30 @@ def test_decode_attention_reads_the_old_cache_before_its_wait(sm90_ptx):
     for name in ("attention_split_bf16_d256", "attention_split_combine_bf16_d128"):
         body = sm90_ptx[name]
         assert body.index("griddepcontrol.wait") < body.index("ld.global"), name
+
+
+def test_the_cluster_attention_switch(monkeypatch):
+    """NINFER_ATTN_CLUSTER: off by default and for 0 / off, a cluster form by name (kernels in every backend's
+    library), one sentence naming the choices for anything else."""
+    import pytest
+
+    from ninfer.errors import NinferError
+    from ninfer.kernels import attention
+    from ninfer.kernels.library import ATTN_CLUSTER_FORMS
+
+    monkeypatch.delenv("NINFER_ATTN_CLUSTER", raising=False)
+    assert attention.cluster_form() is None
+    for off in ("0", "off", ""):
+        monkeypatch.setenv("NINFER_ATTN_CLUSTER", off)
+        assert attention.cluster_form() is None
+    for form in ATTN_CLUSTER_FORMS:
+        monkeypatch.setenv("NINFER_ATTN_CLUSTER", form)
+        assert attention.cluster_form() == form
+    assert [attention._cluster_shape(f) for f in ATTN_CLUSTER_FORMS] == [(16, 4), (8, 8), (16, 8)]
+    monkeypatch.setenv("NINFER_ATTN_CLUSTER", "cluster32w4")
+    with pytest.raises(NinferError, match="cluster16w4, cluster8w8, cluster16w8 or 0"):
+        attention.cluster_form()
+    import ninfer_sm90
+
+    names = set(ninfer_sm90.LIBRARY.kernel_names())
+    assert {f"attention_{f}_bf16_d128" for f in ATTN_CLUSTER_FORMS} <= names
