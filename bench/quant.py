@@ -80,6 +80,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1 burst 8, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128", "-DQMV_BURST=8")),
     "qmv1 burst 4 pipelined, registers uncapped": dict(split=(16,), extra=("-DQMV_MAXREG=128", "-DQMV_PIPE=1")),
     "qmv1 burst 2": dict(split=(16,), extra=("-DQMV_BURST=2",)),
+    # session 10: SwiGLU in the one-token gate_up GEMV's epilogue (qmv1s) is the default; this is the two launches
+    "gate_up GEMV then silu_mul (before qmv1s)": dict(split=(16,), qmv1s=False),
     # "qmv1, int4 subtracting per code" (-DQMV_NORAW, call 4) is the default since the raw-code form was removed
     "qmv1, 4 warps a tile": dict(split=(16,), qmv_warps=4),
     "qmv1, 8 warps a tile": dict(split=(16,), qmv_warps=8),
@@ -101,6 +103,7 @@ def variant(label: str):
     gpu.SK_BLOCK = v.get("block", 32)
     gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
     gpu.QMV1 = v.get("qmv1", True)
+    gpu.QMV1S = v.get("qmv1s", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")

@@ -207,6 +207,49 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
         assert err < tol, float(err)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 64, False), (8, 128, False), (8, 32, True)])
+@pytest.mark.parametrize("inter,k", [(4096, 4096), (2560, 5120), (17408, 768), (1024, 1024)])
+def test_burst_kernel_with_swiglu(dtype, scale_dtype, bits, group, sym, inter, k):
+    """qmv1s: a gate_up weight [gate | up] and SwiGLU in one launch (gpu.quant_linear_silu_mul, what the SwiGLU layer
+    takes for one token): bit for bit silu_mul(quant_linear(x, w)), and against float32. Outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+    from ninfer.reference import ops as ref
+
+    q = gpu.prepare(_tiled_case(2 * inter, k, bits, group, sym, scale_dtype, inter + k))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    _poison()
+    y = gpu.quant_linear_silu_mul(x, q)
+    if 2 * gpu.mma_warps(2 * inter // 16, k, bits, x.device) > 16:  # a plain launch's warps a tile do not fit twice
+        assert y is None
+        return
+    assert y is not None and y.shape == (1, inter) and y.dtype == dtype
+    _poison()
+    two = ref.silu_mul(gpu.quant_linear(x, q))
+    assert torch.equal(y, two)
+    want = ref.silu_mul(x.float() @ dequantize(q).t())
+    assert ((y.float() - want).norm() / want.norm()) < 1e-2
+    assert gpu.quant_linear.with_silu_mul is gpu.quant_linear_silu_mul
+
+
+def test_burst_kernel_with_swiglu_declines_what_it_does_not_serve(monkeypatch):
+    """None (the layer then runs the GEMM and silu_mul) for rows not a multiple of 32, several tokens, a weight not
+    yet tiled, and with NINFER_QMV1S off."""
+    from ninfer.quant import gpu
+
+    q = gpu.prepare(_tiled_case(2 * 1024, 4096, 4, 128, True, torch.float16, 1))
+    x = torch.randn(1, 4096, device="cuda").to(torch.bfloat16)
+    assert gpu.quant_linear_silu_mul(torch.cat([x, x]), q) is None
+    assert gpu.quant_linear_silu_mul(x, gpu.prepare(_tiled_case(2 * 1000, 4096, 4, 128, True, torch.float16, 2))) \
+        is None
+    rows = _tiled_case(2 * 1024, 4096, 4, 128, True, torch.float16, 3)
+    assert rows.packing != "tiles16" and gpu.quant_linear_silu_mul(x, rows) is None
+    monkeypatch.setattr(gpu, "QMV1S", False)
+    assert gpu.quant_linear_silu_mul(x, q) is None
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("tokens", [1, 5, 16])
 def test_burst_kernel_in_a_cuda_graph(bits, tokens, monkeypatch):

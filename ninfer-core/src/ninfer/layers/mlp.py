@@ -16,7 +16,10 @@ class SwiGLU:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if isinstance(self.gate_up.weight, torch.Tensor):  # dense: SwiGLU rides in the GEMV's epilogue
             return self.down(self.ops.linear_silu_mul(x, self.gate_up.weight))
-        return self.down(self.ops.silu_mul(self.gate_up(x)))  # quantised weights: their own GEMM
+        # quantised weights: their GEMM, with SwiGLU in its epilogue where it offers that (one token on the GPU)
+        fused = getattr(self.ops.linear_for(self.gate_up.weight.layout), "with_silu_mul", None)
+        y = fused(x, self.gate_up.weight) if fused is not None and self.gate_up.bias is None else None
+        return self.down(y if y is not None else self.ops.silu_mul(self.gate_up(x)))
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         return {"gate_up.weight": [f"{prefix}.gate_proj.weight", f"{prefix}.up_proj.weight"],

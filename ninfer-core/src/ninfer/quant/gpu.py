@@ -63,6 +63,7 @@ SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.envi
 # of whole chunks x 2^j. Measured on the H200 (bench/RESULTS.md, 2026-12-03 session 6, GEMV only): int8 0.86 of copy
 # bandwidth against qmma's 0.73, int4 0.68 against 0.61. NINFER_QMV1=0 keeps one token on qmma.
 QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "off")
+QMV1S: bool = os.environ.get("NINFER_QMV1S", "1").lower() not in ("0", "false", "off")  # SwiGLU in qmv1's epilogue
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -138,6 +139,8 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
+        names += ["qmv1s" + qmv_kernel_name(d, sd, b, z)[4:] for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
+                  for z in (False, True)]
     return names
 
 
@@ -287,6 +290,32 @@ def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
     return w._gpu_params
 
 
+def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | None:
+    """silu(x @ gate^T) * (x @ up^T) for a gate_up weight [gate | up] in one launch of the burst kernel (qmv1s:
+    each block one gate tile and its up tile, every sum as quant_linear's qmv1 launch makes it, so the bits are
+    silu_mul(quant_linear(x, w))'s); None where that kernel does not serve (the caller then runs the two ops).
+    NINFER_QMV1S=0 turns it off."""
+    k, n = w.in_features, w.scales.shape[0]
+    if (not QMV1 or not QMV1S or not x.is_cuda or x.dtype not in _SUFFIX or x.numel() != k or n % 32
+            or w.packing != "tiles16" or BENCH_SOURCE is not None or BENCH_EXTRA or (n, k, w.bits) in CONFIG_OVERRIDE
+            or not qmv_covers(w) or not tiles_cover(w, x.device)):
+        return None
+    tiles = n // TILE_ROWS
+    warps = QMV_WARPS or mma_warps(tiles, k, w.bits, x.device)  # a tile's, as quant_linear launches qmv1
+    if 2 * warps > 16:  # QM_MAX_WARPS
+        return None
+    if w.perm is not None:
+        x = x.index_select(-1, w.perm)
+    x2 = x.reshape(1, k).contiguous()
+    if x2.data_ptr() % 16:
+        x2 = x2.clone()
+    sp, zp = tile_params(w)
+    y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
+    name = "qmv1s" + qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)[4:]
+    _module(x.device)[name]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size)
+    return y
+
+
 def _width(t: int) -> int:
     return next(w for w in WIDTHS if w >= t)
 
@@ -349,3 +378,6 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         ((n + WARPS - 1) // WARPS, (t + nt - 1) // nt), (WARPS * 32,), w.qweight, s, o, x2, bias, y, n, k,
         w.group_size, t)
     return y.view(*x.shape[:-1], n)
+
+
+quant_linear.with_silu_mul = quant_linear_silu_mul  # the SwiGLU layer's one-launch form (layers/mlp.py)

@@ -752,7 +752,12 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #endif
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
 // of set s token 8 s + g (past ntok the last repeats).
-template <typename T, typename ST, int BITS, bool ZP, int NS>
+// SILU (one token; qmv1s_*): the weight is [gate | up] (N = 2 I rows, I a multiple of 16) and y[n] = silu(gate_n . x)
+// * (up_n . x) for n < I: grid I / 16, the block's first half of warps takes gate tile blockIdx.x, the second half
+// up tile blockIdx.x + I / 16, each half as a plain launch of half the warps would (same sums, same bits), both
+// rounded to T as the plain GEMM stores them, then SwiGLU as silu_mul computes it: no [1, 2 I] output and no second
+// launch.
+template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok) {
@@ -764,9 +769,12 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     constexpr int SETS = ONE ? 1 : NS;
     constexpr int NACC = ONE ? 2 : 4;  // a set's accumulators kept: ONE rows g, g + 8 of column 2t; else also 2t + 1
     __shared__ float red_s[QM_MAX_WARPS][SETS * NACC][32];
-    const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
+    const int warps = SILU ? nwarps / 2 : nwarps;  // warps a tile
+    const int half = SILU ? threadIdx.x / 32 / warps : 0;  // SILU: 0 the gate tile, 1 the up tile
+    const int warp = threadIdx.x / 32 - half * warps;   // the warp within its tile
     const int g = lane >> 2, t = lane & 3;
-    const int tile = blockIdx.x;
+    const int tile = blockIdx.x + half * (SILU ? gridDim.x : 0);
     const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
     const int lg = __ffs(G) - (BITS == 4 ? 7 : 6);  // log2(G / CHUNK)
     const uint4 *Wt = Wp + (i64)tile * nchunk * 32 + lane;
@@ -848,6 +856,21 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         }
     }
     constexpr int IDX[4] = {0, 2, 1, 3};  // acc index of slot i: ONE keeps slots 0, 1
+    if (SILU) {  // each half's warps in order, as a plain launch adds them; then SwiGLU on the two tiles' rows
+        static_assert(!SILU || ONE, "the SwiGLU form takes one token");
+#pragma unroll
+        for (int i = 0; i < NACC; i++) red_s[half * warps + warp][i][lane] = acc[0][IDX[i]];
+        __syncthreads();
+        if (half * warps + warp != 0 || t != 0) return;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {  // slot r: row g + 8 r of each tile
+            float gs = red_s[0][r][lane], us = red_s[warps][r][lane];
+            for (int w = 1; w < warps; w++) gs += red_s[w][r][lane], us += red_s[warps + w][r][lane];
+            const float gv = to_f(from_f<T>(gs)), uv = to_f(from_f<T>(us));  // as the plain GEMM stores them
+            y[blockIdx.x * 16 + g + 8 * r] = from_f<T>(gv / (1.f + expf(-gv)) * uv);
+        }
+        return;
+    }
     if (warps > 1) {
 #pragma unroll
         for (int s = 0; s < SETS; s++)
@@ -918,7 +941,13 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         int K, int G, int ntok) {                                                                           \
         ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                    \
     }
-#define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp)
+#define QMV1S_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1s_##S##_s##SS##_b##B##_##ZN(                  \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G) { \
+        ninfer::qmv<T, ST, B, Z, 0, true>(Wp, Sp, Zp, x, nullptr, y, N, K, G, 1);                           \
+    }
+#define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp) \
+    QMV1S_KERNEL(S, T, SS, ST, B, false, sym) QMV1S_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)
 
