@@ -232,3 +232,37 @@ def test_rtn_roundtrip_and_reference_gemm(bits, symmetric):
     x = torch.randn(5, 256)
     torch.testing.assert_close(linear(x, q), x @ deq.t())
     assert isinstance(q, QuantWeight) and q.shape == (64, 256)
+
+
+def test_swiglu_takes_the_gemms_one_launch_form_where_offered(monkeypatch):
+    """The SwiGLU layer with a quantised gate_up: the GEMM's ``with_silu_mul`` (the GPU's one-launch form) where it
+    serves, the GEMM then silu_mul where it returns None or is absent (the reference GEMM here)."""
+    import dataclasses
+
+    from ninfer.layers.mlp import SwiGLU
+    from ninfer.ops import DeviceSpec, resolve
+    from ninfer.reference import ops as ref
+
+    torch.manual_seed(0)
+    ops = resolve("reference", DeviceSpec.of(torch.device("cpu"), torch.float32))
+    mlp = SwiGLU(ops, 64, 96)
+    mlp.gate_up.weight = quantize_rtn(torch.randn(192, 64) * 0.1, 4, 32)
+    mlp.down.weight = quantize_rtn(torch.randn(64, 96) * 0.1, 4, 32)
+    x = torch.randn(1, 64)
+    two = linear(ref.silu_mul(linear(x, mlp.gate_up.weight)), mlp.down.weight)
+    assert torch.equal(mlp(x), two)  # the reference GEMM offers no one-launch form
+    calls = []
+
+    def gemm(x, w, b=None):
+        return linear(x, w, b)
+
+    def one_launch(x, w):
+        calls.append(w)
+        return None if len(calls) == 1 else torch.full((1, 96), 0.5)
+
+    gemm.with_silu_mul = one_launch
+    layout = mlp.gate_up.weight.layout
+    monkeypatch.setitem(ops.gemm, layout, dataclasses.replace(ops.gemm[layout], fn=gemm))
+    assert torch.equal(mlp(x), two)  # declined: the two ops
+    assert torch.equal(mlp(x), linear(torch.full((1, 96), 0.5), mlp.down.weight))  # served: its output goes down
+    assert calls == [mlp.gate_up.weight, mlp.gate_up.weight]
