@@ -82,6 +82,13 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1 burst 2": dict(split=(16,), extra=("-DQMV_BURST=2",)),
     # session 10: SwiGLU in the one-token gate_up GEMV's epilogue (qmv1s) is the default; this is the two launches
     "gate_up GEMV then silu_mul (before qmv1s)": dict(split=(16,), qmv1s=False),
+    # session 11: a Gated DeltaNet layer's conv update and gates in its one-token input projection (qmv1g) is the
+    # default; this runs the joined [in_proj | in_proj_ba] GEMV, then the conv and gate kernels (three launches; four
+    # before session 11, when in_proj and in_proj_ba were two GEMVs)
+    "GDN projection, conv, gates one by one (before qmv1g)": dict(split=(16,), qmv1g=False),
+    # session 11: warps a tile for the burst kernels by waves of resident blocks (qmv_warps) is the default; this is
+    # mma_warps' rule (planned for 32 resident warps an SM)
+    "qmv1 warps by mma_warps (before waves)": dict(split=(16,), qmv_waves=False),
     # "qmv1, int4 subtracting per code" (-DQMV_NORAW, call 4) is the default since the raw-code form was removed
     "qmv1, 4 warps a tile": dict(split=(16,), qmv_warps=4),
     "qmv1, 8 warps a tile": dict(split=(16,), qmv_warps=8),
@@ -104,6 +111,8 @@ def variant(label: str):
     gpu.SK_MIN_CHUNKS = v.get("min_chunks", 4)
     gpu.QMV1 = v.get("qmv1", True)
     gpu.QMV1S = v.get("qmv1s", True)
+    gpu.QMV1G = v.get("qmv1g", True)
+    gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")

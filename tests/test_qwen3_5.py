@@ -261,3 +261,62 @@ def test_hybrid_bench_cpu_path_agrees_and_fails_loudly(capsys, monkeypatch):
     monkeypatch.setitem(bench.MAX_REL_L2, torch.float32, 0.0)  # any difference now counts as a failure
     assert bench.main(args) == 1
     assert "FAIL" in capsys.readouterr().err
+
+
+def test_quantised_gdn_projection_takes_the_gemms_one_launch_form(tmp_path, monkeypatch):
+    """Quantised in_proj and in_proj_ba: where their GEMM offers ``with_gdn_in`` (the GPU's one-launch projection +
+    conv + gates, ninfer.quant.gpu.quant_gdn_in_proj), the layer joins them into one weight (its Linears then hold views
+    of it), hands decode steps to that form and prefill to one GEMM; where the form declines a call, the ops run one
+    by one. Logits equal the layer's without the form (the reference GEMM offers none) at every step."""
+    import dataclasses
+
+    from ninfer.quant.layout import linear, quantize_rtn
+    from ninfer.reference import gdn as ref
+
+    make_checkpoint(str(tmp_path), multimodal=False, seed=5)
+
+    def load():
+        llm = LLM(model=str(tmp_path), backend="reference", device="cpu", dtype="float32", max_context=256,
+                  progress=False)
+        gdn = [layer.mixer for layer in llm.model.layers if hasattr(layer.mixer, "in_proj_ba")]
+        for j, m in enumerate(gdn):  # int4 | int4 in the first layer (one format: joined), int4 | int8 elsewhere
+            m.in_proj.weight = quantize_rtn(m.in_proj.weight, 4, 32, symmetric=False)
+            m.in_proj_ba.weight = quantize_rtn(m.in_proj_ba.weight, 4 if j == 0 else 8, 32, symmetric=False)
+        return llm
+
+    ids = prompt(30, seed=7)
+
+    def run(llm):
+        llm.runner.reset()
+        return [llm.runner.prefill(ids[:20])] + [llm.runner.decode(t) for t in ids[20:]]
+
+    want = run(load())
+    llm = load()
+    gdn = [layer.mixer for layer in llm.model.layers if hasattr(layer.mixer, "in_proj_ba")]
+    layout = gdn[0].in_proj.weight.layout
+    calls = []
+
+    def gemm(x, w, b=None):
+        return linear(x, w, b)
+
+    def one_launch(x, w, conv_w, conv_state, A_log, dt_bias, conv_dim, z_dim):
+        calls.append(w)
+        if len(calls) % 2:  # every other call declined
+            return None
+        H = (w.shape[0] - conv_dim - z_dim) // 2
+        mixed, z, b, a = linear(x, w).split([conv_dim, z_dim, H, H], dim=-1)
+        y, _ = ref.causal_conv1d_update(mixed, conv_w, None, conv_state, out_state=conv_state)
+        g, beta = ref.gdn_gates(a, b, A_log, dt_bias)
+        return y, z, g, beta
+
+    gemm.with_gdn_in = one_launch
+    monkeypatch.setitem(llm.ops.gemm, layout, dataclasses.replace(llm.ops.gemm[layout], fn=gemm))
+    got = run(llm)
+    for i, (a, b) in enumerate(zip(got, want)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=f"step {i}")
+    joined = gdn[0]._qin_all[0]
+    assert joined.shape == (gdn[0].in_proj.out_features + gdn[0].in_proj_ba.out_features, 64)
+    assert gdn[0].in_proj.weight.qweight.data_ptr() == joined.qweight.data_ptr()
+    assert gdn[0].in_proj_ba.weight.scales.data_ptr() == joined.scales[gdn[0].in_proj.out_features:].data_ptr()
+    assert all(m._qin_all is None for m in gdn[1:])  # int4 | int8: formats differ, nothing joined, nothing offered
+    assert calls and all(w is joined for w in calls) and len(calls) == len(ids) - 20

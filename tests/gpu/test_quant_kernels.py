@@ -222,7 +222,8 @@ def test_burst_kernel_with_swiglu(dtype, scale_dtype, bits, group, sym, inter, k
     x = torch.randn(1, k, device="cuda").to(dtype)
     _poison()
     y = gpu.quant_linear_silu_mul(x, q)
-    if 2 * gpu.mma_warps(2 * inter // 16, k, bits, x.device) > 16:  # a plain launch's warps a tile do not fit twice
+    qmv1 = gpu._module(x.device)[gpu.qmv_kernel_name(dtype, scale_dtype, bits, not sym)]
+    if 2 * gpu.qmv_warps(qmv1, 2 * inter // 16, k, bits, x.device) > 16:  # a plain launch's warps a tile, twice
         assert y is None
         return
     assert y is not None and y.shape == (1, inter) and y.dtype == dtype
@@ -248,6 +249,140 @@ def test_burst_kernel_with_swiglu_declines_what_it_does_not_serve(monkeypatch):
     assert rows.packing != "tiles16" and gpu.quant_linear_silu_mul(x, rows) is None
     monkeypatch.setattr(gpu, "QMV1S", False)
     assert gpu.quant_linear_silu_mul(x, q) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 64, False), (8, 128, False), (8, 32, True)])
+@pytest.mark.parametrize("hidden,conv_dim,z_dim,heads", [(5120, 10240, 6144, 48),  # Qwen3.5-27B
+                                                         (2048, 4096, 2048, 16), (1024, 512, 256, 8)])
+def test_burst_kernel_with_gdn_in(dtype, scale_dtype, bits, group, sym, hidden, conv_dim, z_dim, heads):
+    """qmv1g: a Gated DeltaNet layer's quantised [q|k|v|z|b|a] projection with the conv update and the gates in one
+    launch (gpu.quant_gdn_in_proj, what the layer takes for one token): bit for bit quant_linear's projection, then
+    the sm90 backend's causal_conv1d_update and gdn_gates kernels (the window updated in place alike), and within bf16
+    rounding of the float32 reference. Outputs poisoned."""
+    from ninfer.ops import DeviceSpec, resolve
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+    from ninfer.reference import gdn as ref
+
+    n = conv_dim + z_dim + 2 * heads
+    q = gpu.prepare(_tiled_case(n, hidden, bits, group, sym, scale_dtype, n + hidden + bits))
+    ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
+    x = torch.randn(1, hidden, device="cuda").to(dtype) * 2
+    cw = (torch.randn(conv_dim, 4, device="cuda") * 0.5).to(dtype)
+    window = torch.randn(conv_dim, 3, device="cuda")
+    A_log = torch.empty(heads, device="cuda").uniform_(0, 16).log()
+    dt_bias = torch.randn(heads, device="cuda")
+    w2, w3 = window.clone(), window.clone()
+    mixed, z_want, b, a = gpu.quant_linear(x, q).split([conv_dim, z_dim, heads, heads], dim=-1)
+    y_want, _ = ops.causal_conv1d_update(mixed, cw, None, w2, out_state=w2)
+    g_want, beta_want = ops.gdn_gates(a, b, A_log, dt_bias)
+    ref_out = ref.gdn_in_proj(x.float(), dequantize(q), cw.float(), w3, A_log, dt_bias, conv_dim, z_dim)
+    _poison()
+    out = gpu.quant_gdn_in_proj(x, q, cw, window, A_log, dt_bias, conv_dim, z_dim)
+    assert out is not None and gpu.quant_linear.with_gdn_in is gpu.quant_gdn_in_proj
+    what = f"{dtype} scales {scale_dtype} int{bits} g{group} {'sym' if sym else 'zp'} hidden {hidden}"
+    names = ("conv output", "z", "g", "beta", "conv window")
+    for name, got, want, r in zip(names, (*out, window), (y_want, z_want, g_want, beta_want, w2),
+                                  (*ref_out, w3)):
+        assert got.shape == want.shape and got.dtype == want.dtype, f"{what}: {name} {got.shape} {got.dtype}"
+        assert torch.equal(got, want), f"{what}: {name} differs from the projection + conv + gate kernels'"
+        err = (got.float() - r.float()).norm() / r.float().norm()
+        assert err < 1e-2, f"{what}: {name} relative L2 error {err:.2e} against the float32 reference"
+
+
+def test_burst_kernel_with_gdn_in_declines_what_it_does_not_serve(monkeypatch):
+    """None (the layer then runs the ops one by one) for several tokens, rows that do not add up to
+    conv_dim + z_dim + 2 H, a weight not yet tiled, a window not float32, and with NINFER_QMV1G off."""
+    from ninfer.quant import gpu
+
+    C, Z, H, k = 512, 256, 8, 1024
+    q = gpu.prepare(_tiled_case(C + Z + 2 * H, k, 4, 128, True, torch.float16, 1))
+    x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+    cw = torch.randn(C, 4, device="cuda").to(torch.bfloat16)
+    win, A_log, dt = torch.zeros(C, 3, device="cuda"), torch.zeros(H, device="cuda"), torch.zeros(H, device="cuda")
+    assert gpu.quant_gdn_in_proj(x, q, cw, win, A_log, dt, C, Z) is not None
+    assert gpu.quant_gdn_in_proj(torch.cat([x, x]), q, cw, win, A_log, dt, C, Z) is None
+    assert gpu.quant_gdn_in_proj(x, q, cw, win, A_log, dt, C, Z - 1) is None
+    rows = _tiled_case(C + Z + 2 * H, k, 4, 128, True, torch.float16, 1)
+    assert rows.packing != "tiles16" and gpu.quant_gdn_in_proj(x, rows, cw, win, A_log, dt, C, Z) is None
+    assert gpu.quant_gdn_in_proj(x, q, cw, win.double(), A_log, dt, C, Z) is None
+    monkeypatch.setattr(gpu, "QMV1G", False)
+    assert gpu.quant_gdn_in_proj(x, q, cw, win, A_log, dt, C, Z) is None
+
+
+def test_burst_kernel_warps_by_waves(monkeypatch):
+    """qmv_warps: for the 27B shape's int4 in_proj | in_proj_ba (1030 tiles, K 5120) the burst kernel's block of 4
+    warps fits 6 times an SM (80 registers a thread), so mma_warps' 4 warps a tile run in two waves of 5 rounds; 3
+    warps a tile run in one wave of 7. mma_warps' choice stays where it fits one wave (8B o: 16) or where no fewer
+    warps do (grids of many waves).
+    NINFER_QMV_WAVES=0 gives mma_warps' choice back. Checked against the occupancy the driver reports."""
+    from ninfer.kernels.launch import _driver
+    from ninfer.quant import gpu
+
+    dev = torch.device("cuda")
+    k4 = gpu._module(dev)[gpu.qmv_kernel_name(torch.bfloat16, torch.float16, 4, False)]
+    k8 = gpu._module(dev)[gpu.qmv_kernel_name(torch.bfloat16, torch.float16, 8, False)]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    per4 = int(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(k4.fn, 128, 0)[1])
+    if sms != 132 or per4 != 6:
+        pytest.skip(f"the figures here are the H200's (132 SMs, 6 blocks of 4 warps an SM), not {sms} / {per4}")
+    assert gpu.mma_warps(1030, 5120, 4, dev) == 4
+    assert gpu.qmv_warps(k4, 1030, 5120, 4, dev) == 3
+    assert gpu.qmv_warps(k4, 896, 5120, 4, dev) == 3  # the 27B's attention q|k|v
+    assert gpu.qmv_warps(k4, 2176, 5120, 4, dev) == 4  # its gate_up: no fewer warps fit in one wave
+    assert gpu.qmv_warps(k8, 8016, 4096, 8, dev) == gpu.mma_warps(8016, 4096, 8, dev)  # many waves (8B lm_head)
+    assert gpu.qmv_warps(k8, 256, 4096, 8, dev) == gpu.mma_warps(256, 4096, 8, dev) == 16
+    monkeypatch.setattr(gpu, "QMV_WAVES", False)
+    assert gpu.qmv_warps(k4, 1030, 5120, 4, dev) == 4
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_quantised_hybrid_model_decodes_through_qmv1g(bits, monkeypatch):
+    """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers) with grouped-int weights: every GDN
+    layer's decode step takes the one-launch projection + conv + gates (qmv1g); the logits are bit for bit those of
+    the same model with it off (the joined projection's GEMV, then the conv and gate kernels), and CUDA graph replay
+    gives the eager tokens and logits."""
+    import random_model as rm
+    from quant import quant_model
+
+    from ninfer.quant import gpu
+
+    served = []
+    real = gpu.quant_gdn_in_proj
+
+    def counting(*args):
+        out = real(*args)
+        served.append(out is not None)
+        return out
+
+    monkeypatch.setattr(gpu.quant_linear, "with_gdn_in", counting)
+    graphed, weights = quant_model("qwen3.5-27b", 4, bits)
+    eager, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
+    plain, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
+    for w in weights.values():
+        if not isinstance(w, torch.Tensor):
+            gpu.prepare(w)
+    assert graphed.graphs is not None
+    eager.graphs = plain.graphs = None
+    ids = torch.randint(0, graphed.cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(bits)).tolist()
+    toks = {}
+    for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain)):
+        monkeypatch.setattr(gpu, "QMV1G", name != "plain")
+        served.clear()
+        out = [r.prefill(ids)]
+        for _ in range(8):
+            out.append(r.decode(int(out[-1].argmax())))
+        toks[name] = out
+        if name == "eager":
+            assert served == [True] * 8 * 3  # 8 steps x 3 GDN layers
+        if name == "plain":
+            assert served == [False] * 8 * 3
+    for name in ("graphed", "plain"):
+        for i, (a, b) in enumerate(zip(toks[name], toks["eager"])):
+            assert torch.equal(a, b), f"{name}: step {i}'s logits differ from eager decode through qmv1g"
+    assert graphed.graphs.replays >= 4
 
 
 @pytest.mark.parametrize("bits", [4, 8])

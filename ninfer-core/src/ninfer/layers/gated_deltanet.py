@@ -8,7 +8,8 @@ strength beta = sigmoid(b).
 Prefill runs the chunked form, decode the recurrent one, verify the recurrent form that keeps the
 state after each position (``kv.recurrent.RecurrentState.commit_verify``). Decode and verify run the recurrence
 and the output norm as one op (``gdn_recurrent_gated``: one kernel, the same summation order for both); with
-dense weights a decode step's projections, conv and gates are one more (``gdn_in_proj``: the GEMV's epilogue).
+dense weights a decode step's projections, conv and gates are one more (``gdn_in_proj``: the GEMV's epilogue), and
+with quantised ones likewise where their GEMM offers that form (``with_gdn_in``: ninfer.quant.gpu.quant_gdn_in_proj).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class GatedDeltaNet:
         self.norm_weight: torch.Tensor | None = None  # [Dv], plain w (not zero-centred)
         self._gate_params: tuple | None = None  # (A_log, dt_bias as loaded, their fp32 copies)
         self._in_all: torch.Tensor | None = None  # in_proj | in_proj_ba rows in one matrix (dense weights)
+        self._qin_all: tuple | None = None  # quantised weights: (that matrix, the two views the Linears hold)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         p = f"{prefix}.linear_attn"
@@ -84,8 +86,10 @@ class GatedDeltaNet:
         """in_proj's and in_proj_ba's weights as one [C + H*Dv + 2H, hidden] matrix, rows [q|k|v|z|b|a], whose
         two halves the Linears then view (no second copy): one GEMM instead of two, and the decode GEMV that
         carries the conv and the gates in its epilogue (op gdn_in_proj). Dense weights only (None otherwise);
-        made on the first eager call (prefill runs before any graph capture)."""
+        made on the first eager call (prefill runs before any graph capture). Quantised weights: see _qprojection."""
         wi, wb = self.in_proj.weight, self.in_proj_ba.weight
+        if wi is not None and wb is not None and not isinstance(wi, torch.Tensor) and not isinstance(wb, torch.Tensor):
+            return self._qprojection()
         if (not isinstance(wi, torch.Tensor) or not isinstance(wb, torch.Tensor) or wi.dtype != wb.dtype
                 or wi.device != wb.device or wi.shape[1] != wb.shape[1]):
             return None
@@ -99,6 +103,38 @@ class GatedDeltaNet:
         self.in_proj.weight, self.in_proj_ba.weight = a[:n], a[n:]
         return a
 
+    def _qprojection(self):
+        """Quantised in_proj and in_proj_ba as one weight [q|k|v|z|b|a] (ninfer.quant.QuantWeight; the Linears then
+        hold views of its rows, no second copy), where the GEMM of their layout offers the one-launch decode form
+        ``with_gdn_in`` (projection, conv and gates: ninfer.quant.gpu.quant_gdn_in_proj) and both share one format.
+        Made on the first eager call, and passed through the form's ``prepare`` (if any) outside graph capture."""
+        wi, wb = self.in_proj.weight, self.in_proj_ba.weight
+        q = self._qin_all
+        if q is not None and q[1] is wi and q[2] is wb:
+            return q[0]
+        if (wi.layout != wb.layout or wi.in_features != wb.in_features or self.in_proj.bias is not None
+                or self.in_proj_ba.bias is not None):
+            return None
+        fused = getattr(self.ops.linear_for(wi.layout), "with_gdn_in", None)
+        if fused is None or (wi.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            return None
+        from ..quant.layout import cat_rows_shared
+
+        both = cat_rows_shared([wi, wb])
+        if both is None:
+            return None
+        whole, (vi, vb) = both
+        prepare = getattr(fused, "prepare", None)
+        if prepare is not None:
+            whole = prepare(whole)
+        self.in_proj.weight, self.in_proj_ba.weight = vi, vb
+        self._qin_all = (whole, vi, vb)
+        return whole
+
+    def _linear_all(self, x: torch.Tensor, W) -> torch.Tensor:
+        """x through the one [q|k|v|z|b|a] weight, dense or quantised."""
+        return self.ops.linear(x, W) if isinstance(W, torch.Tensor) else self.ops.linear_for(W.layout)(x, W)
+
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         s, ops, state, i = self.shape, self.ops, ctx.state, self.state_idx
         if state is None:
@@ -106,8 +142,15 @@ class GatedDeltaNet:
         T = x.shape[0]
         w = self.conv_weight.view(s.conv_dim, s.conv_kernel)  # [C, K]
         W = self._projection()
+        fused = None
         if ctx.phase == "decode" and W is not None:  # projection + conv + gates, recurrence + norm: two launches
-            y, z, g, beta = ops.gdn_in_proj(x, W, w, state.conv[i], *self._gates_fp32(), s.conv_dim, self.v_width)
+            if isinstance(W, torch.Tensor):
+                fused = ops.gdn_in_proj(x, W, w, state.conv[i], *self._gates_fp32(), s.conv_dim, self.v_width)
+            else:  # quantised: the GEMM's one-launch form, None where it does not serve this call
+                fused = ops.linear_for(W.layout).with_gdn_in(x, W, w, state.conv[i], *self._gates_fp32(), s.conv_dim,
+                                                             self.v_width)
+        if fused is not None:
+            y, z, g, beta = fused
             q, k, v = y.split([self.qk_width, self.qk_width, self.v_width], dim=-1)
             q = q.reshape(T, s.key_heads, s.key_dim)
             k = k.reshape(T, s.key_heads, s.key_dim)
@@ -117,7 +160,8 @@ class GatedDeltaNet:
             state.commit(i, state.conv[i], ssm, T)
             return self.out_proj(o.reshape(T, self.v_width))
         if W is not None:
-            mixed, z, b, a = ops.linear(x, W).split([s.conv_dim, self.v_width, s.value_heads, s.value_heads], dim=-1)
+            mixed, z, b, a = self._linear_all(x, W).split([s.conv_dim, self.v_width, s.value_heads, s.value_heads],
+                                                          dim=-1)
         else:
             mixed, z = self.in_proj(x).split([s.conv_dim, self.v_width], dim=-1)  # [T, C], [T, H*Dv]
             b, a = self.in_proj_ba(x).split([s.value_heads, s.value_heads], dim=-1)  # [T, H] each

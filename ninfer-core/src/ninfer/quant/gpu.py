@@ -64,12 +64,16 @@ SPLIT_WIDTHS: set[int] = {"all": {8, 16}, "none": set(), "0": set()}.get(os.envi
 # bandwidth against qmma's 0.73, int4 0.68 against 0.61. NINFER_QMV1=0 keeps one token on qmma.
 QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "off")
 QMV1S: bool = os.environ.get("NINFER_QMV1S", "1").lower() not in ("0", "false", "off")  # SwiGLU in qmv1's epilogue
+# A Gated DeltaNet layer's conv update and gates in the epilogue of its one-token input projection (qmv1g_*)
+QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", "off")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
 QMV16: bool = os.environ.get("NINFER_QMV16", "0").lower() not in ("0", "false", "off")
 QMV_BURST = 4  # chunks a warp loads at once (kernels/qgemv.cu QMV_BURST)
-QMV_WARPS: int | None = None  # bench/quant.py: warps a tile for qmv1 instead of mma_warps' choice
+QMV_WARPS: int | None = None  # bench/quant.py: warps a tile for qmv1 instead of qmv_warps' choice
+# Warps a tile for the burst kernels by waves (qmv_warps); NINFER_QMV_WAVES=0: mma_warps' rule (before session 11)
+QMV_WAVES: bool = os.environ.get("NINFER_QMV_WAVES", "1").lower() not in ("0", "false", "off")
 SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
 SK_MIN_CHUNKS = 4  # at least this many 512-byte chunks a warp
 SK_SPLITS: int | None = None  # bench/quant.py and the tests: a fixed number of parts a tile
@@ -139,8 +143,8 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        names += ["qmv1s" + qmv_kernel_name(d, sd, b, z)[4:] for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
-                  for z in (False, True)]
+        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g") for d in _SUFFIX for sd in _SUFFIX
+                  for b in (4, 8) for z in (False, True)]
     return names
 
 
@@ -212,6 +216,42 @@ def mma_warps(tiles: int, k: int, bits: int, device: torch.device) -> int:
     while w > 4 and tiles * w > room:
         w //= 2
     return max(1, min(w, k // tile_chunk(bits)))
+
+
+_qmv_plans: dict[tuple, int] = {}
+
+
+def qmv_warps(kernel, tiles: int, k: int, bits: int, device: torch.device) -> int:
+    """Warps a tile for the burst kernel ``kernel`` (a qmv1 / qmv8 / qmv16 entry point, a block a tile): mma_warps'
+    choice, unless its blocks need more than one wave of what the GPU holds at once (the occupancy API for that block
+    size: int4's 80 registers a thread leave 24-25 warps an SM, not the 32 mma_warps plans for) and fewer warps a tile
+    fit in one wave with fewer bursts a warp than the waves of mma_warps' choice take in all. The 27B shape's 1030- and
+    896-tile int4 projections (K 5120): 4 warps a tile run 1.3 waves, 10 rounds of bursts; 3 run one wave, 7
+    rounds. Grids of many waves keep mma_warps' choice (measured: 16 warps on the 8B's int8 lm_head, which a rounds
+    count favours, lost 7 % end to end, bench/RESULTS.md session 11). The SwiGLU and Gated DeltaNet forms take the
+    plain qmv1 kernel's choice for the same weight, so their sums stay bit for bit the plain launch's."""
+    base = mma_warps(tiles, k, bits, device)
+    if not QMV_WAVES or device.type != "cuda":
+        return base
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    key = (idx, id(kernel), tiles, k, bits)
+    if key not in _qmv_plans:
+        from ..kernels.launch import _driver, _ok
+
+        bursts = k // tile_chunk(bits) // QMV_BURST
+        sms = _sm_count(idx)
+
+        def wave(w: int) -> int:  # blocks of w warps the GPU holds at once
+            return sms * int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, w * 32, 0),
+                                 "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+
+        plan = base
+        if wave(base) < tiles:
+            one = [w for w in range(1, base) if wave(w) >= tiles]
+            if one and -(-bursts // max(one)) < -(-tiles // max(1, wave(base))) * -(-bursts // base):
+                plan = max(one)
+        _qmv_plans[key] = plan
+    return _qmv_plans[key]
 
 
 def mma_smem(warps: int, w: QuantWeight, extra: tuple[str, ...] = ()) -> int:
@@ -301,7 +341,9 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
             or not qmv_covers(w) or not tiles_cover(w, x.device)):
         return None
     tiles = n // TILE_ROWS
-    warps = QMV_WARPS or mma_warps(tiles, k, w.bits, x.device)  # a tile's, as quant_linear launches qmv1
+    mod = _module(x.device)
+    warps = QMV_WARPS or qmv_warps(mod[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, w.zeros is not None)], tiles,
+                                   k, w.bits, x.device)  # a tile's, as quant_linear launches qmv1
     if 2 * warps > 16:  # QM_MAX_WARPS
         return None
     if w.perm is not None:
@@ -312,8 +354,48 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
     sp, zp = tile_params(w)
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
     name = "qmv1s" + qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)[4:]
-    _module(x.device)[name]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size)
+    mod[name]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size)
     return y
+
+
+def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor, conv_state: torch.Tensor,
+                      A_log: torch.Tensor, dt_bias: torch.Tensor, conv_dim: int, z_dim: int):
+    """A Gated DeltaNet layer's one-token input side in one launch of the burst kernel (qmv1g): the projection by a
+    quantised weight with rows [q|k|v (conv_dim) | z (z_dim) | b (H) | a (H)], then in its epilogue the causal conv
+    update with SiLU (the window ``conv_state`` [conv_dim, 3] fp32 updated in place) and the gates, as the dense
+    ``gdn_in_proj`` kernels run them (ninfer/gdn_in_epilogue.cuh). Every sum is quant_linear's qmv1 launch's, so the
+    results are bit for bit ``reference.gdn_in_proj``'s composition of quant_linear, causal_conv1d_update and
+    gdn_gates on the GPU. Returns (conv output [1, conv_dim], z [1, z_dim], g [1, H] fp32, beta [1, H]), or None
+    where that kernel does not serve (the layer then runs the ops one by one). NINFER_QMV1G=0 turns it off."""
+    k, n = w.in_features, w.scales.shape[0]
+    H = (n - conv_dim - z_dim) // 2
+    f32 = torch.float32
+    if (not QMV1 or not QMV1G or not x.is_cuda or x.dtype not in _SUFFIX or x.numel() != k or H <= 0
+            or n != conv_dim + z_dim + 2 * H or w.packing != "tiles16" or BENCH_SOURCE is not None or BENCH_EXTRA
+            or (n, k, w.bits) in CONFIG_OVERRIDE or not qmv_covers(w) or not tiles_cover(w, x.device)
+            or conv_weight.shape != (conv_dim, 4) or conv_weight.dtype != x.dtype or not conv_weight.is_contiguous()
+            or conv_state.shape != (conv_dim, 3) or conv_state.dtype != f32 or not conv_state.is_contiguous()
+            or A_log.shape != (H,) or dt_bias.shape != (H,) or A_log.dtype != f32 or dt_bias.dtype != f32
+            or not A_log.is_contiguous() or not dt_bias.is_contiguous()
+            or any(t.device != x.device for t in (w.qweight, conv_weight, conv_state, A_log, dt_bias))):
+        return None
+    if w.perm is not None:
+        x = x.index_select(-1, w.perm)
+    x2 = x.reshape(1, k).contiguous()
+    if x2.data_ptr() % 16:
+        x2 = x2.clone()
+    sp, zp = tile_params(w)
+    tiles = -(-n // TILE_ROWS)
+    mod = _module(x.device)
+    warps = QMV_WARPS or qmv_warps(mod[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)], tiles, k,
+                                   w.bits, x.device)  # as quant_linear launches qmv1 for this weight
+    y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)
+    g = torch.empty(1, H, dtype=f32, device=x.device)
+    beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
+    name = "qmv1g" + qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)[4:]
+    mod[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight,
+                            conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
+    return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
 
 def _width(t: int) -> int:
@@ -349,6 +431,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
             kernel = _module(x.device, extra)[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
+            if (n, k, w.bits) not in CONFIG_OVERRIDE:
+                warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
             kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
             return y.view(*x.shape[:-1], n)
         width = 8 if t <= 8 else 16
@@ -381,3 +465,5 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
 
 
 quant_linear.with_silu_mul = quant_linear_silu_mul  # the SwiGLU layer's one-launch form (layers/mlp.py)
+quant_linear.with_gdn_in = quant_gdn_in_proj  # the Gated DeltaNet layer's (layers/gated_deltanet.py)
+quant_gdn_in_proj.prepare = prepare  # run by that layer on the [in_proj | in_proj_ba] weight it makes, before capture

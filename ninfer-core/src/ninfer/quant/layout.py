@@ -254,3 +254,28 @@ def cat_rows(parts: list[QuantWeight]) -> QuantWeight | None:
         zeros = [z.to(torch.int16) for z in zeros] if any(z.dtype != zeros[0].dtype for z in zeros) else zeros
     return QuantWeight(cat([p.qweight for p in parts]), cat([p.scales for p in parts]), a.bits, a.group_size,
                        a.in_features, zeros=cat(zeros), mins=cat([p.mins for p in parts]), perm=a.perm)
+
+
+def cat_rows_shared(parts: list[QuantWeight]) -> tuple[QuantWeight, list[QuantWeight]] | None:
+    """Stack weights on the output dim into one weight and return it with each part as a view of its rows (no second
+    copy: the caller swaps its parts for the views). Row or tiled packing alike; for the tiled packing every part's
+    rows must be whole tiles (a multiple of 16). None when the formats differ or the rows do not split."""
+    a = parts[0]
+    if a.packing not in ("rows", "tiles16") or any(p.packing != a.packing for p in parts):
+        return None
+    if a.packing == "tiles16" and any(p.scales.shape[0] % TILE_ROWS for p in parts):
+        return None
+    whole = cat_rows([replace(p, packing="rows") for p in parts])
+    if whole is None:
+        return None
+    whole.packing = a.packing
+    views, r = [], 0
+    for p in parts:
+        n = p.scales.shape[0]
+
+        def rows(t, n=n, r=r):
+            return None if t is None else t[r:r + n]
+        views.append(replace(whole, qweight=rows(whole.qweight), scales=rows(whole.scales), zeros=rows(whole.zeros),
+                             mins=rows(whole.mins)))
+        r += n
+    return whole, views

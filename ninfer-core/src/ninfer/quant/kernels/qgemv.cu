@@ -6,6 +6,7 @@
 // forms dot = sum u*x and sx = sum x, then acc += s*dot + o*sx: one scale/offset load per vector.
 // One warp per output row, QG_WARPS rows per block; NT tokens share each weight load.
 #include "ninfer/common.cuh"
+#include "ninfer/gdn_in_epilogue.cuh"
 
 #ifndef QG_WARPS
 #define QG_WARPS 4
@@ -757,10 +758,21 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 // up tile blockIdx.x + I / 16, each half as a plain launch of half the warps would (same sums, same bits), both
 // rounded to T as the plain GEMM stores them, then SwiGLU as silu_mul computes it: no [1, 2 I] output and no second
 // launch.
-template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false>
+// Epi: what happens to a finished output y[tok, n] (the sum plus the bias): QmvStore stores it; qmv1g_* passes
+// GdnInEpilogue (ninfer/gdn_in_epilogue.cuh: the Gated DeltaNet decode conv update and gates, as the dense
+// gemv_gdn_in_* kernels run them). The SwiGLU form stores through y itself.
+template <typename T>
+struct QmvStore {
+    T *y;
+    int N;
+    __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
+};
+
+template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
-                                    const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok) {
+                                    const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
+                                    const Epi &epi = Epi{}) {
     constexpr int B = QMV_BURST;
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
@@ -898,7 +910,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
             for (int j = 0; j < (ONE ? 1 : 2); j++) {
                 const int tok = 8 * s + 2 * t + j;
-                if (tok < ntok) y[(i64)tok * N + n] = from_f<T>(acc[s][2 * r + j] + bb);
+                if (tok < ntok) epi(tok, n, acc[s][2 * r + j] + bb);
             }
     }
 }
@@ -916,7 +928,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     }
 
 #define QSK_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                       \
-    extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmsk_##S##_s##SS##_b##B##_##ZN##_t##NT(              \
+    extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmsk_##S##_s##SS##_b##B##_##ZN##_t##NT(     \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, float *part, \
         unsigned *cnt, int N, int K, int G, int ntok, int S) {                                              \
         if (G % (B == 4 ? 64 : 32) == 0) /* uniform: the whole grid takes one variant */                     \
@@ -929,25 +941,38 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G) {                                                                                     \
-        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1);                                       \
+        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G, int ntok) {                                                                           \
-        ninfer::qmv<T, ST, B, Z, 1>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                    \
+        ninfer::qmv<T, ST, B, Z, 1>(Wp, Sp, Zp, x, b, y, N, K, G, ntok, ninfer::QmvStore<T>{y, N});             \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG16) qmv16_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G, int ntok) {                                                                           \
-        ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                                    \
+        ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok, ninfer::QmvStore<T>{y, N});             \
     }
 #define QMV1S_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1s_##S##_s##SS##_b##B##_##ZN(                  \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G) { \
         ninfer::qmv<T, ST, B, Z, 0, true>(Wp, Sp, Zp, x, nullptr, y, N, K, G, 1);                           \
     }
+// qmv1g_*: a Gated DeltaNet layer's one-token input projection, rows [q|k|v (conv_dim) | z (z_dim) | b (nh) | a (nh)],
+// with the conv update and the gates in the epilogue (GdnInEpilogue): y [1, conv_dim + z_dim], g [1, nh] fp32,
+// beta [1, nh]; each sum as the plain qmv1 launch of the same weight makes it.
+#define QMV1G_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1g_##S##_s##SS##_b##B##_##ZN(                  \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G,  \
+        const T *conv_w, float *conv_state, const float *A_log, const float *dt_bias, float *g, T *beta,       \
+        int conv_dim, int z_dim, int nh) {                                                                  \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::GdnInEpilogue<T>>(                                       \
+            Wp, Sp, Zp, x, nullptr, y, N, K, G, 1,                                                          \
+            ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh});  \
+    }
 #define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp) \
-    QMV1S_KERNEL(S, T, SS, ST, B, false, sym) QMV1S_KERNEL(S, T, SS, ST, B, true, zp)
+    QMV1S_KERNEL(S, T, SS, ST, B, false, sym) QMV1S_KERNEL(S, T, SS, ST, B, true, zp)                          \
+    QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)
 

@@ -8,6 +8,7 @@
 // arrived), so a lane has about two loads in flight, not U. Same summation order either way (bitwise equal).
 #pragma once
 #include "common.cuh"
+#include "gdn_in_epilogue.cuh"
 
 #ifndef NINFER_GEMV_NEXT
 #define NINFER_GEMV_NEXT 0
@@ -51,7 +52,7 @@ __device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, co
 }
 
 // What a decode GEMV does with a finished output y[t, n] = acc: the plain store (plus the bias), or a fused
-// epilogue (GdnInEpilogue below). Called by one lane per output.
+// epilogue (GdnInEpilogue, gdn_in_epilogue.cuh). Called by one lane per output.
 template <typename T>
 struct GemvStore {
     T *y;
@@ -300,45 +301,6 @@ __device__ __forceinline__ void gemv_splitk(const T *__restrict__ W, const T *__
     gemv_splitk<T, U, WARPS, SPLITK>(W, x, GemvStore<T>{y, bias, N}, N, K);
 }
 
-// The Gated DeltaNet layer's decode input side as the epilogue of its one-token projection GEMV: W's rows are
-// [q|k|v (C) | z (Z) | b (H) | a (H)]. Each output is first rounded to T (the projection's output, as the
-// unfused ops see it), then: a q|k|v channel runs the causal conv update + SiLU (taps [C, 4] in T, window
-// [C, 3] fp32 updated in place: each channel has one owner, so no other thread reads it), z is stored as is,
-// b becomes beta = sigmoid(b) (in T) and a the log-decay g = -exp(A_log) softplus(a + dt_bias) (fp32).
-// y is [1, C + Z]. Exactly ninfer.reference.gdn.gdn_in_proj's arithmetic after the GEMV.
-template <typename T>
-struct GdnInEpilogue {
-    T *y;
-    const T *conv_w;
-    float *conv_state;
-    const float *A_log, *dt_bias;
-    float *g;
-    T *beta;
-    int C, Z, H;
-    __device__ __forceinline__ void operator()(int, int n, float acc) const {
-        const float val = to_f(from_f<T>(acc));
-        if (n < C) {
-            float win[4];
-#pragma unroll
-            for (int i = 0; i < 3; i++) win[i] = conv_state[(i64)n * 3 + i];
-            win[3] = val;
-            float a = 0.f;
-#pragma unroll
-            for (int i = 0; i < 4; i++) a += win[i] * to_f(conv_w[(i64)n * 4 + i]);
-            y[n] = from_f<T>(a / (1.f + expf(-a)));
-#pragma unroll
-            for (int i = 0; i < 3; i++) conv_state[(i64)n * 3 + i] = win[i + 1];
-        } else if (n < C + Z) {
-            y[n] = from_f<T>(acc);
-        } else if (n < C + Z + H) {
-            beta[n - C - Z] = from_f<T>(1.f / (1.f + expf(-val)));
-        } else {
-            const int h = n - C - Z - H;
-            const float xx = val + dt_bias[h];
-            g[h] = -expf(A_log[h]) * (xx > 20.f ? xx : log1pf(expf(xx)));
-        }
-    }
-};
 
 }  // namespace ninfer
 
