@@ -338,6 +338,84 @@ def test_burst_kernel_warps_by_waves(monkeypatch):
     assert gpu.qmv_warps(k4, 1030, 5120, 4, dev) == 4
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 64, False), (8, 128, False), (8, 32, True)])
+@pytest.mark.parametrize("n,k", [(5120, 17408), (1000, 4096), (64, 2048)])
+@pytest.mark.parametrize("plan", [(5, 2), (8, 3), (1, 4), (16, 2)])
+def test_split_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym, n, k, plan, monkeypatch):
+    """qmv1k, the split form of the one-token burst kernel (block (i, p): part p of tile i's bursts, the parts summed
+    in order through the workspace by the last to arrive), forced on: against float32, with a bias, rows not a
+    multiple of 16; the same bits on a second call (the counters reset). Outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, scale_dtype, n + k + bits))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    monkeypatch.setattr(gpu, "QMV_SPLIT_FORCE", plan)
+    launched = []
+    real = gpu._module
+
+    def recording(device, *a):
+        mod = real(device, *a)
+
+        class Rec:
+            def __getitem__(self, name):
+                launched.append(name)
+                return mod[name]
+        return Rec()
+
+    monkeypatch.setattr(gpu, "_module", recording)
+    _poison()
+    y = gpu.quant_linear(x, q, bias)
+    assert launched[-1].startswith("qmv1k_"), launched
+    want = x.float() @ dequantize(q).t() + bias.float()
+    err = (y.float() - want).norm() / want.norm()
+    assert err < tol, float(err)
+    _poison()
+    assert torch.equal(gpu.quant_linear(x, q, bias), y)
+
+
+def test_split_burst_kernel_plan_and_graph_replay(monkeypatch):
+    """qmv_split: the 27B's int4 down projection (320 tiles, K 17408) splits in 2 parts of 5 warps (7 rounds of
+    bursts against 9); grids that fit one wave unsplit (8B shapes, 27B out) or run many waves do not split. The split
+    launch captured in a CUDA graph replays right on new activations, twice (the counters reset)."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    dev = torch.device("cuda")
+    mod = gpu._module(dev)
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the plans here are the H200's (132 SMs)")
+
+    def plan(n, k, bits):
+        name = gpu.qmv_kernel_name(torch.bfloat16, torch.float16, bits, False)
+        return gpu.qmv_split(mod[name], mod["qmv1k" + name[4:]], n // 16, k, bits, dev)
+
+    assert plan(5120, 17408, 4) == (5, 2)
+    for n, k, bits in ((5120, 6144, 4), (16480, 5120, 4), (34816, 5120, 4), (248320, 5120, 8), (6144, 4096, 8),
+                       (4096, 14336, 8), (28672, 4096, 8), (128256, 4096, 8)):
+        assert plan(n, k, bits) is None, (n, k, bits)
+    monkeypatch.setattr(gpu, "QMV_SPLIT", False)
+    assert plan(5120, 17408, 4) is None
+    monkeypatch.setattr(gpu, "QMV_SPLIT", True)
+    q = gpu.prepare(_tiled_case(5120, 17408, 4, 128, True, torch.float16, 3))
+    x = torch.randn(1, 17408, device="cuda").to(torch.bfloat16)
+    y = gpu.quant_linear(x, q)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        yg = gpu.quant_linear(x, q)
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        x.copy_(torch.randn(1, 17408, device="cuda").to(torch.bfloat16))
+        graph.replay()
+        assert torch.equal(yg, gpu.quant_linear(x, q))
+    want = x.float() @ dequantize(q).t()
+    assert ((yg.float() - want).norm() / want.norm()) < 1e-2
+    assert not torch.equal(y, yg)
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 def test_quantised_hybrid_model_decodes_through_qmv1g(bits, monkeypatch):
     """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers) with grouped-int weights: every GDN
