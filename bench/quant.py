@@ -89,8 +89,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 11: warps a tile for the burst kernels by waves of resident blocks (qmv_warps) is the default; this is
     # mma_warps' rule (planned for 32 resident warps an SM)
     "qmv1 warps by mma_warps (before waves)": dict(split=(16,), qmv_waves=False),
-    # session 11: the split one-token burst kernel (qmv1k) where it takes fewer rounds is the default; this is unsplit
-    "qmv1 unsplit (before qmv1k)": dict(split=(16,), qmv_split=False),
     # "qmv1, int4 subtracting per code" (-DQMV_NORAW, call 4) is the default since the raw-code form was removed
     "qmv1, 4 warps a tile": dict(split=(16,), qmv_warps=4),
     "qmv1, 8 warps a tile": dict(split=(16,), qmv_warps=8),
@@ -115,7 +113,6 @@ def variant(label: str):
     gpu.QMV1S = v.get("qmv1s", True)
     gpu.QMV1G = v.get("qmv1g", True)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
-    gpu.QMV_SPLIT = v.get("qmv_split", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")

@@ -74,9 +74,6 @@ QMV_BURST = 4  # chunks a warp loads at once (kernels/qgemv.cu QMV_BURST)
 QMV_WARPS: int | None = None  # bench/quant.py: warps a tile for qmv1 instead of qmv_warps' choice
 # Warps a tile for the burst kernels by waves (qmv_warps); NINFER_QMV_WAVES=0: mma_warps' rule (before session 11)
 QMV_WAVES: bool = os.environ.get("NINFER_QMV_WAVES", "1").lower() not in ("0", "false", "off")
-# One token through the split burst kernel (qmv1k_*) where it takes fewer rounds (qmv_split); NINFER_QMV_SPLIT=0: off
-QMV_SPLIT: bool = os.environ.get("NINFER_QMV_SPLIT", "1").lower() not in ("0", "false", "off")
-QMV_SPLIT_FORCE: tuple[int, int] | None = None  # the GPU tests: (warps, parts) for every one-token launch it can take
 SK_BLOCK = 32  # threads of a qmsk block: one warp, so that every SM gets the same number of warps
 SK_MIN_CHUNKS = 4  # at least this many 512-byte chunks a warp
 SK_SPLITS: int | None = None  # bench/quant.py and the tests: a fixed number of parts a tile
@@ -146,8 +143,8 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qmv1k") for d in _SUFFIX
-                  for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
+        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g") for d in _SUFFIX for sd in _SUFFIX
+                  for b in (4, 8) for z in (False, True)]
     return names
 
 
@@ -224,56 +221,6 @@ def mma_warps(tiles: int, k: int, bits: int, device: torch.device) -> int:
 _qmv_plans: dict[tuple, int] = {}
 
 
-_waves: dict[tuple, int] = {}
-
-
-def _wave(kernel, warps: int, idx: int) -> int:
-    """Blocks of ``warps`` warps of ``kernel`` the GPU holds at once (the occupancy API)."""
-    key = (idx, id(kernel), warps)
-    if key not in _waves:
-        from ..kernels.launch import _driver, _ok
-
-        per = _ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, warps * 32, 0),
-                  "cuOccupancyMaxActiveBlocksPerMultiprocessor")
-        _waves[key] = _sm_count(idx) * int(per)
-    return _waves[key]
-
-
-def qmv_split(kernel, split_kernel, tiles: int, k: int, bits: int, device: torch.device) -> tuple[int, int] | None:
-    """(warps a block, parts a tile) for the split burst kernel ``split_kernel`` (qmv1k_*: block (i, p) takes part p
-    of tile i's bursts, the parts summed through a workspace) where its grid fits one wave of resident blocks and
-    takes fewer rounds of bursts than the plain kernel ``kernel`` with qmv_warps' choice; None otherwise. The 27B
-    shape's int4 down projection (320 tiles, K 17408, 68 bursts a tile): plain, 8 warps a tile, 9 rounds; split in 2
-    parts of 5 warps (640 blocks, 660 resident), 7 rounds. Ties go to fewer parts, then more warps."""
-    if not QMV_SPLIT or device.type != "cuda":
-        return None
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    key = (idx, id(kernel), id(split_kernel), tiles, k, bits)
-    if key not in _qmv_plans:
-        bursts = k // tile_chunk(bits) // QMV_BURST
-        w0 = qmv_warps(kernel, tiles, k, bits, device)
-        plain = -(-tiles // max(1, _wave(kernel, w0, idx))) * -(-bursts // w0)
-        best = None
-        for parts in (2, 3, 4):
-            per = -(-bursts // parts)
-            for w in range(1, min(MMA_MAX_WARPS, per) + 1):
-                if _wave(split_kernel, w, idx) >= tiles * parts:
-                    cand = (-(-per // w), parts, -w)
-                    best = cand if best is None or cand < best else best
-        _qmv_plans[key] = (-best[2], best[1]) if best is not None and best[0] < plain else None
-    return _qmv_plans[key]
-
-
-def _one_token_split(w: QuantWeight, dtype: torch.dtype, device: torch.device) -> tuple[int, int] | None:
-    """The split plan quant_linear takes for one token of ``w`` (tiled, default build), or None."""
-    if QMV_SPLIT_FORCE is not None:
-        return QMV_SPLIT_FORCE
-    mod, zp = _module(device), w.zeros is not None
-    name = qmv_kernel_name(dtype, w.scales.dtype, w.bits, zp)
-    return qmv_split(mod[name], mod["qmv1k" + name[4:]], -(-w.scales.shape[0] // TILE_ROWS), w.in_features, w.bits,
-                     device)
-
-
 def qmv_warps(kernel, tiles: int, k: int, bits: int, device: torch.device) -> int:
     """Warps a tile for the burst kernel ``kernel`` (a qmv1 / qmv8 / qmv16 entry point, a block a tile): mma_warps'
     choice, unless its blocks need more than one wave of what the GPU holds at once (the occupancy API for that block
@@ -289,10 +236,14 @@ def qmv_warps(kernel, tiles: int, k: int, bits: int, device: torch.device) -> in
     idx = device.index if device.index is not None else torch.cuda.current_device()
     key = (idx, id(kernel), tiles, k, bits)
     if key not in _qmv_plans:
+        from ..kernels.launch import _driver, _ok
+
         bursts = k // tile_chunk(bits) // QMV_BURST
+        sms = _sm_count(idx)
 
         def wave(w: int) -> int:  # blocks of w warps the GPU holds at once
-            return _wave(kernel, w, idx)
+            return sms * int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, w * 32, 0),
+                                 "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
 
         plan = base
         if wave(base) < tiles:
@@ -393,7 +344,7 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
     mod = _module(x.device)
     warps = QMV_WARPS or qmv_warps(mod[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, w.zeros is not None)], tiles,
                                    k, w.bits, x.device)  # a tile's, as quant_linear launches qmv1
-    if 2 * warps > 16 or _one_token_split(w, x.dtype, x.device) is not None:  # QM_MAX_WARPS; split: other sums
+    if 2 * warps > 16:  # QM_MAX_WARPS
         return None
     if w.perm is not None:
         x = x.index_select(-1, w.perm)
@@ -438,8 +389,6 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     mod = _module(x.device)
     warps = QMV_WARPS or qmv_warps(mod[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)], tiles, k,
                                    w.bits, x.device)  # as quant_linear launches qmv1 for this weight
-    if _one_token_split(w, x.dtype, x.device) is not None:  # quant_linear splits it: other sums
-        return None
     y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)
     g = torch.empty(1, H, dtype=f32, device=x.device)
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
@@ -480,15 +429,6 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         extra = tuple(extra) + BENCH_EXTRA
         qw = 1 if t == 1 else 8 if t <= 8 else 16
         if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
-            if t == 1 and not extra and not QMV_WARPS and (n, k, w.bits) not in CONFIG_OVERRIDE:
-                plan = _one_token_split(w, x.dtype, x.device)
-                ws = None if plan is None else sk_workspace(x.device, -(-plan[1] * tiles * 16 // 256), tiles,
-                                                            grow=not torch.cuda.is_current_stream_capturing())
-                if ws is not None:
-                    name = "qmv1k" + qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)[4:]
-                    _module(x.device)[name]((tiles, plan[1]), (plan[0] * 32,), w.qweight, sp, zp, x2, bias, y, ws[0],
-                                            ws[1], n, k, w.group_size)
-                    return y.view(*x.shape[:-1], n)
             kernel = _module(x.device, extra)[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
             if (n, k, w.bits) not in CONFIG_OVERRIDE:

@@ -768,18 +768,11 @@ struct QmvStore {
     __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
 };
 
-// SPLIT (one token; qmv1k_*): the grid is tiles x P (gridDim.y), block (i, p) takes part p of tile i's bursts
-// ([p nb / P, (p + 1) nb / P)) with its warps as above; the parts' sums meet in the workspace (part: [P, tiles, 16]
-// float32, cnt: a zeroed counter a tile), the last to arrive adds them in part order (deterministic), stores through
-// Epi and resets the counter. For grids that one wave of resident blocks cannot hold whole (ninfer.quant.gpu.qmv_plan).
-template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool SPLIT = false>
+template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
-                                    const Epi &epi = Epi{}, float *__restrict__ part = nullptr,
-                                    unsigned *__restrict__ cnt = nullptr) {
-    static_assert(!SPLIT || (NS == 0 && !SILU), "the split form takes one token, no SwiGLU");
+                                    const Epi &epi = Epi{}) {
     constexpr int B = QMV_BURST;
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
@@ -795,8 +788,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     const int g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x + half * (SILU ? gridDim.x : 0);
     const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
-    const int b0 = SPLIT ? (int)((i64)blockIdx.y * nburst / gridDim.y) : 0;  // this block's bursts [b0, b1)
-    const int b1 = SPLIT ? (int)((i64)(blockIdx.y + 1) * nburst / gridDim.y) : nburst;
     const int lg = __ffs(G) - (BITS == 4 ? 7 : 6);  // log2(G / CHUNK)
     const uint4 *Wt = Wp + (i64)tile * nchunk * 32 + lane;
     const unsigned *St = Sp + (i64)tile * ng * 8 + g;
@@ -818,24 +809,24 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     };
 #pragma unroll
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
-    int b = b0 + warp;
-    if (b < b1) fetch(b);
+    int b = warp;
+    if (b < nburst) fetch(b);
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
 #pragma unroll
     for (int s = 0; s < SETS; s++) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.f;
-    for (; b < b1; b += warps) {
-        if (QMV_L2PF > 0 && lane < 4 * B && b + QMV_L2PF * warps < b1) {  // 4 B lines of 128 bytes a burst
+    for (; b < nburst; b += warps) {
+        if (QMV_L2PF > 0 && lane < 4 * B && b + QMV_L2PF * warps < nburst) {  // 4 B lines of 128 bytes a burst
             const char *pf = reinterpret_cast<const char *>(Wp + ((i64)tile * nchunk + (i64)(b + QMV_L2PF * warps) * B)
                                                             * 32) + lane * 128;
             asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
         }
-        if (!QMV_PIPE && b != b0 + warp) fetch(b);
+        if (!QMV_PIPE && b != warp) fetch(b);
         uint4 wc[B];
         unsigned sc[B], zc[B];
 #pragma unroll
         for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
-        if (QMV_PIPE && b + warps < b1) fetch(b + warps);  // the next burst in flight while this one is used
+        if (QMV_PIPE && b + warps < nburst) fetch(b + warps);  // the next burst in flight while this one is used
 #pragma unroll
         for (int u = 0; u < B; u++) {
             const int c = b * B + u;
@@ -908,32 +899,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 acc[s][IDX[i]] = v;
             }
     }
-    if (SPLIT && gridDim.y > 1) {  // warp 0: the tile's parts meet in the workspace, lane (g, 0) rows g, g + 8
-        const int P = gridDim.y;
-        if (t == 0) {
-            float *sl = part + ((i64)blockIdx.y * gridDim.x + blockIdx.x) * 16 + g;
-            __stcg(sl, acc[0][0]);
-            __stcg(sl + 8, acc[0][2]);
-        }
-        __threadfence();
-        __syncwarp();
-        unsigned old = 0;
-        if (lane == 0) old = atomicAdd(cnt + blockIdx.x, 1u);
-        old = __shfl_sync(0xFFFFFFFFu, old, 0);
-        if (old != (unsigned)(P - 1)) return;
-        __threadfence();  // the last part to arrive: add the P sums in part order
-        if (t == 0) {
-            const float *q = part + (i64)blockIdx.x * 16 + g;
-            float a0 = __ldcg(q), a2 = __ldcg(q + 8);
-            for (int p = 1; p < P; p++) {
-                a0 += __ldcg(q + (i64)p * gridDim.x * 16);
-                a2 += __ldcg(q + (i64)p * gridDim.x * 16 + 8);
-            }
-            acc[0][0] = a0;
-            acc[0][2] = a2;
-        }
-        if (lane == 0) cnt[blockIdx.x] = 0u;  // ready for the next launch
-    }
     if (ONE && t != 0) return;  // lane (g, 0) holds rows g, g + 8 of token 0
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -1005,16 +970,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             Wp, Sp, Zp, x, nullptr, y, N, K, G, 1,                                                          \
             ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh});  \
     }
-// qmv1k_*: the split form of qmv1 (grid tiles x parts; part: [parts, tiles, 16] float32, cnt: a zeroed counter a tile).
-#define QMV1K_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1k_##S##_s##SS##_b##B##_##ZN(                  \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, float *part, \
-        unsigned *cnt, int N, int K, int G) {                                                               \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1,        \
-                                                                      ninfer::QmvStore<T>{y, N}, part, cnt);   \
-    }
 #define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp) \
-    QMV1K_KERNEL(S, T, SS, ST, B, false, sym) QMV1K_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QMV1S_KERNEL(S, T, SS, ST, B, false, sym) QMV1S_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
