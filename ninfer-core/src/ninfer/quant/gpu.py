@@ -330,21 +330,14 @@ def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
     return w._gpu_params
 
 
-def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | None:
-    """silu(x @ gate^T) * (x @ up^T) for a gate_up weight [gate | up] in one launch of the burst kernel (qmv1s:
-    each block one gate tile and its up tile, every sum as quant_linear's qmv1 launch makes it, so the bits are
-    silu_mul(quant_linear(x, w))'s); None where that kernel does not serve (the caller then runs the two ops).
-    NINFER_QMV1S=0 turns it off."""
+def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):
+    """What the one-launch forms of qmv1 (qmv1s, qmv1g) share: None where they cannot serve one token x with w; else
+    (x as one 16-byte-aligned row, the tile scales and zero points, the tiles, the plain qmv1 launch's warps a tile for
+    w, the kernel module, the kernels' name suffix)."""
     k, n = w.in_features, w.scales.shape[0]
-    if (not QMV1 or not QMV1S or not x.is_cuda or x.dtype not in _SUFFIX or x.numel() != k or n % 32
+    if (not QMV1 or not enabled or not x.is_cuda or x.dtype not in _SUFFIX or x.numel() != k
             or w.packing != "tiles16" or BENCH_SOURCE is not None or BENCH_EXTRA or (n, k, w.bits) in CONFIG_OVERRIDE
             or not qmv_covers(w) or not tiles_cover(w, x.device)):
-        return None
-    tiles = n // TILE_ROWS
-    mod = _module(x.device)
-    warps = QMV_WARPS or qmv_warps(mod[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, w.zeros is not None)], tiles,
-                                   k, w.bits, x.device)  # a tile's, as quant_linear launches qmv1
-    if 2 * warps > 16:  # QM_MAX_WARPS
         return None
     if w.perm is not None:
         x = x.index_select(-1, w.perm)
@@ -352,9 +345,24 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
     if x2.data_ptr() % 16:
         x2 = x2.clone()
     sp, zp = tile_params(w)
+    tiles = -(-n // TILE_ROWS)
+    mod = _module(x.device)
+    name = qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)
+    return x2, sp, zp, tiles, QMV_WARPS or qmv_warps(mod[name], tiles, k, w.bits, x.device), mod, name[4:]
+
+
+def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | None:
+    """silu(x @ gate^T) * (x @ up^T) for a gate_up weight [gate | up] in one launch of the burst kernel (qmv1s:
+    each block one gate tile and its up tile, every sum as quant_linear's qmv1 launch makes it, so the bits are
+    silu_mul(quant_linear(x, w))'s); None where that kernel does not serve (the caller then runs the two ops).
+    NINFER_QMV1S=0 turns it off."""
+    k, n = w.in_features, w.scales.shape[0]
+    form = None if n % 32 else _one_token_form(x, w, QMV1S)
+    if form is None or 2 * form[4] > 16:  # QM_MAX_WARPS: the plain launch's warps a tile, twice
+        return None
+    x2, sp, zp, tiles, warps, mod, sfx = form
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
-    name = "qmv1s" + qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)[4:]
-    mod[name]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size)
+    mod["qmv1s" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size)
     return y
 
 
@@ -370,31 +378,22 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     k, n = w.in_features, w.scales.shape[0]
     H = (n - conv_dim - z_dim) // 2
     f32 = torch.float32
-    if (not QMV1 or not QMV1G or not x.is_cuda or x.dtype not in _SUFFIX or x.numel() != k or H <= 0
-            or n != conv_dim + z_dim + 2 * H or w.packing != "tiles16" or BENCH_SOURCE is not None or BENCH_EXTRA
-            or (n, k, w.bits) in CONFIG_OVERRIDE or not qmv_covers(w) or not tiles_cover(w, x.device)
+    if (H <= 0 or n != conv_dim + z_dim + 2 * H
             or conv_weight.shape != (conv_dim, 4) or conv_weight.dtype != x.dtype or not conv_weight.is_contiguous()
             or conv_state.shape != (conv_dim, 3) or conv_state.dtype != f32 or not conv_state.is_contiguous()
             or A_log.shape != (H,) or dt_bias.shape != (H,) or A_log.dtype != f32 or dt_bias.dtype != f32
             or not A_log.is_contiguous() or not dt_bias.is_contiguous()
             or any(t.device != x.device for t in (w.qweight, conv_weight, conv_state, A_log, dt_bias))):
         return None
-    if w.perm is not None:
-        x = x.index_select(-1, w.perm)
-    x2 = x.reshape(1, k).contiguous()
-    if x2.data_ptr() % 16:
-        x2 = x2.clone()
-    sp, zp = tile_params(w)
-    tiles = -(-n // TILE_ROWS)
-    mod = _module(x.device)
-    warps = QMV_WARPS or qmv_warps(mod[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)], tiles, k,
-                                   w.bits, x.device)  # as quant_linear launches qmv1 for this weight
+    form = _one_token_form(x, w, QMV1G)
+    if form is None:
+        return None
+    x2, sp, zp, tiles, warps, mod, sfx = form
     y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)
     g = torch.empty(1, H, dtype=f32, device=x.device)
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
-    name = "qmv1g" + qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)[4:]
-    mod[name]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight,
-                            conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
+    mod["qmv1g" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight, conv_state,
+                       A_log, dt_bias, g, beta, conv_dim, z_dim, H)
     return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
 
