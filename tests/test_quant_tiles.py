@@ -236,3 +236,30 @@ def test_group_index_by_float_reciprocal_is_exact(group):
     rg = np.float32(32.0) / np.float32(group)
     got = ((kk.astype(np.float32) + np.float32(0.5)) * rg).astype(np.float32).astype(np.int64)
     assert np.array_equal(got, kk // (group // 32))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("tiled", [False, True])
+def test_cat_rows_shared_joins_and_views(bits, tiled):
+    """layout.cat_rows_shared (what a Gated DeltaNet layer does to in_proj | in_proj_ba): one weight whose codes,
+    scales and zero points are the parts' stacked, and each part a view of its rows that dequantises to the part;
+    the tiled packing joins whole tiles only; formats that differ do not join."""
+    from ninfer.quant.layout import cat_rows_shared
+
+    torch.manual_seed(bits)
+    parts = [quantize_rtn(torch.randn(n, 256), bits, 64, symmetric=False) for n in (48, 32)]
+    if tiled:
+        parts = [pack_tiles(p) for p in parts]
+    whole, views = cat_rows_shared(parts)
+    assert whole.packing == parts[0].packing and whole.shape == (80, 256)
+    assert torch.equal(dequantize(whole), torch.cat([dequantize(p) for p in parts]))
+    for p, v in zip(parts, views):
+        assert torch.equal(dequantize(v), dequantize(p)) and torch.equal(codes_of(v), codes_of(p))
+    assert views[0].qweight.data_ptr() == whole.qweight.data_ptr()
+    assert views[1].scales.data_ptr() == whole.scales[48:].data_ptr()
+    assert views[1].zeros.data_ptr() == whole.zeros[48:].data_ptr()
+    other = quantize_rtn(torch.randn(32, 256), bits, 128, symmetric=False)  # another group size
+    assert cat_rows_shared([parts[0], pack_tiles(other) if tiled else other]) is None
+    if tiled:  # 40 rows are not whole tiles
+        assert cat_rows_shared([parts[0], pack_tiles(quantize_rtn(torch.randn(40, 256), bits, 64, False))]) is None
+        assert cat_rows_shared([parts[0], quantize_rtn(torch.randn(32, 256), bits, 64, False)]) is None  # mixed
