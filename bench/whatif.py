@@ -11,7 +11,8 @@ Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residua
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
 output is q). Not removals, outputs correct: ``late`` the decode attention compiled with
 -DNINFER_PDL_EARLY_LOADS=0 (every read after its wait; the sm90 backend's default reads older keys before it),
-precompiled with bench/precompile_variants.sh; ``cluster16w4``, ``cluster8w8``, ``cluster16w8`` the one-launch decode
+precompiled with bench/precompile_variants.sh; ``gdnlate`` the Gated DeltaNet recurrence compiled with
+-DNINFER_GDN_STATE_L2=0 (no L2 prefetch of its state before the wait; likewise precompiled); ``cluster16w4``, ``cluster8w8``, ``cluster16w8`` the one-launch decode
 attention (NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster).
 """
 
@@ -73,7 +74,8 @@ def main():
         parts = v.split("+")
         clusters = [p for p in parts if p in ATTN_CLUSTER_FORMS]  # the one-launch decode attention
         os.environ["NINFER_ATTN_CLUSTER"] = clusters[0] if clusters else "0"  # read at each launch
-        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ())
+        opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ()) + (
+            ("-DNINFER_GDN_STATE_L2=0",) if "gdnlate" in parts else ())
         if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
             lib.options = opts
             lib._modules.clear()
@@ -83,7 +85,7 @@ def main():
             if part in REMOVED:
                 op, fn = REMOVED[part]
                 impls[op] = dataclasses.replace(impls[op], fn=fn)
-            elif part not in ("base", "late", *ATTN_CLUSTER_FORMS):
+            elif part not in ("base", "late", "gdnlate", *ATTN_CLUSTER_FORMS):
                 raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
         nbytes = step_bytes(runner, weights, a.ctx + a.new // 2)

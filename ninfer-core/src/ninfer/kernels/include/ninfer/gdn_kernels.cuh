@@ -6,6 +6,13 @@
 #include "gdn_chunked_mma.cuh"
 #include "gdn_recurrent.cuh"
 
+// NINFER_GDN_STATE_L2 (default 1): gdn_recurrent_gated's blocks ask L2 for their head's [128, 128] fp32 state (one
+// 128-byte line a thread of 512) before their PDL wait (sm_90+; a prefetch, so right whoever writes the state), and
+// read it from L2 once the kernel before has finished. 0: every state read after the wait (bench/whatif.py gdnlate).
+#ifndef NINFER_GDN_STATE_L2
+#define NINFER_GDN_STATE_L2 1
+#endif
+
 #ifndef NINFER_GDN_BV
 #define NINFER_GDN_BV 16  // value columns per block of the gated delta rule (48 heads x 8 slices = 384 blocks)
 #endif
@@ -42,6 +49,8 @@
         const T *norm_w, T *out, float *state_out, float *states, int ntok, int H, int Hk, int q_stride,  \
         int k_stride, int v_stride, int g_stride, int b_stride, int z_stride, float scale, float eps,     \
         float norm_eps) {                                                                               \
+        if (NINFER_GDN_STATE_L2 && state_in != nullptr) /* the head's state into L2, a line a thread */ \
+            ninfer::prefetch_l2(state_in + ((long long)blockIdx.x * 128 * 128 + threadIdx.x * 32));             \
         ninfer::pdl_enter();                                                                            \
         ninfer::gdn_recurrent_gated<T, 128, 128>(q, k, v, g, beta, state_in, z, norm_w, out, state_out,  \
                                                  states, ntok, H, Hk, q_stride, k_stride, v_stride,     \
