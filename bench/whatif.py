@@ -12,8 +12,8 @@ Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residua
 output is q). Not removals, outputs correct: ``late`` the decode attention compiled with
 -DNINFER_PDL_EARLY_LOADS=0 (every read after its wait; the sm90 backend's default reads older keys before it),
 precompiled with bench/precompile_variants.sh; ``gdnlate`` the Gated DeltaNet recurrence compiled with
--DNINFER_GDN_STATE_L2=0 (no L2 prefetch of its state before the wait; likewise precompiled); ``cluster16w4``, ``cluster8w8``, ``cluster16w8`` the one-launch decode
-attention (NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster).
+-DNINFER_GDN_STATE_L2=0 (no L2 prefetch of its state before the wait; likewise precompiled); ``cluster16w4``,
+``cluster8w8``, ``cluster16w8`` the one-launch decode attention (NINFER_ATTN_CLUSTER; attention.cuh: attention_cluster).
 """
 
 from __future__ import annotations

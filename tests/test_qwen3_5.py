@@ -318,5 +318,5 @@ def test_quantised_gdn_projection_takes_the_gemms_one_launch_form(tmp_path, monk
     assert joined.shape == (gdn[0].in_proj.out_features + gdn[0].in_proj_ba.out_features, 64)
     assert gdn[0].in_proj.weight.qweight.data_ptr() == joined.qweight.data_ptr()
     assert gdn[0].in_proj_ba.weight.scales.data_ptr() == joined.scales[gdn[0].in_proj.out_features:].data_ptr()
-    assert all(m._qin_all is None for m in gdn[1:])  # int4 | int8: formats differ, nothing joined, nothing offered
+    assert all(m._qin_all[0] is None for m in gdn[1:])  # int4 | int8: formats differ, nothing joined, nothing offered
     assert calls and all(w is joined for w in calls) and len(calls) == len(ids) - 20

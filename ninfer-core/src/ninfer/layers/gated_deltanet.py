@@ -63,7 +63,7 @@ class GatedDeltaNet:
         self.norm_weight: torch.Tensor | None = None  # [Dv], plain w (not zero-centred)
         self._gate_params: tuple | None = None  # (A_log, dt_bias as loaded, their fp32 copies)
         self._in_all: torch.Tensor | None = None  # in_proj | in_proj_ba rows in one matrix (dense weights)
-        self._qin_all: tuple | None = None  # quantised weights: (that matrix, the two views the Linears hold)
+        self._qin_all: tuple | None = None  # quantised: (that matrix or None if not joinable, the Linears' weights)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         p = f"{prefix}.linear_attn"
@@ -111,17 +111,18 @@ class GatedDeltaNet:
         wi, wb = self.in_proj.weight, self.in_proj_ba.weight
         q = self._qin_all
         if q is not None and q[1] is wi and q[2] is wb:
-            return q[0]
-        if (wi.layout != wb.layout or wi.in_features != wb.in_features or self.in_proj.bias is not None
-                or self.in_proj_ba.bias is not None):
+            return q[0]  # joined, or (None) not joinable: decided once for these weights
+        if wi.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             return None
-        fused = getattr(self.ops.linear_for(wi.layout), "with_gdn_in", None)
-        if fused is None or (wi.device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-            return None
+        fused = None
+        if (wi.layout == wb.layout and wi.in_features == wb.in_features and self.in_proj.bias is None
+                and self.in_proj_ba.bias is None):
+            fused = getattr(self.ops.linear_for(wi.layout), "with_gdn_in", None)
         from ..quant.layout import cat_rows_shared
 
-        both = cat_rows_shared([wi, wb])
+        both = None if fused is None else cat_rows_shared([wi, wb])
         if both is None:
+            self._qin_all = (None, wi, wb)
             return None
         whole, (vi, vb) = both
         prepare = getattr(fused, "prepare", None)
