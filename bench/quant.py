@@ -72,6 +72,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1 burst 2, pipelined": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1")),
     "qmv1 burst 4, pipelined": dict(split=(16,), extra=("-DQMV_BURST=4", "-DQMV_PIPE=1")),
     "qmv1 burst 8": dict(split=(16,), extra=("-DQMV_BURST=8",)),
+    # session 12: the tile's scales asked of L2 before the PDL wait, or copied into shared memory once a block
+    "qmv1 scales prefetched to L2": dict(split=(16,), extra=("-DQMV_SPF=1",)),
+    "qmv1 scales in shared memory": dict(split=(16,), extra=("-DQMV_SSMEM=1",)),
     # session 12: the next burst in flight at the default caps (int4 69-71 registers, int8 58-61, no spills: 28 and 32
     # warps an SM), and at 64 registers for int4 (32 warps)
     "qmv1 burst 2, pipelined, int4 64 registers": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1",

@@ -751,6 +751,18 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
+// Scales (measurements): QMV_SPF=1 asks L2 for the tile's scale rows (ng x 32 bytes, contiguous) before the PDL wait,
+// so the bursts' scale loads hit L2; QMV_SSMEM=1 copies them into shared memory once a block (while they fit
+// QMV_SSMEM_WORDS) and the bursts read them there.
+#ifndef QMV_SPF
+#define QMV_SPF 0
+#endif
+#ifndef QMV_SSMEM
+#define QMV_SSMEM 0
+#endif
+#ifndef QMV_SSMEM_WORDS
+#define QMV_SSMEM_WORDS 2048
+#endif
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
 // of set s token 8 s + g (past ntok the last repeats).
 // SILU (one token; qmv1s_*): the weight is [gate | up] (N = 2 I rows, I a multiple of 16) and y[n] = silu(gate_n . x)
@@ -798,12 +810,29 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         xt[s] = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(8 * s + g, ntok - 1) * K) + 8 * t);
     uint4 wv[B];
     unsigned sv[B], zv[B];
+    const unsigned *Ss = St;  // where the bursts read the tile's scales
+    if (QMV_SPF && warp == 0) {
+        const char *s0 = reinterpret_cast<const char *>(Sp + (i64)tile * ng * 8);
+        for (int l = lane; l * 128 < ng * 32; l += 32) prefetch_l2(s0 + l * 128);
+    }
+#if QMV_SSMEM
+    constexpr int TILES = SILU ? 2 : 1;  // tiles a block: SILU's gate and up
+    __shared__ unsigned s_sc[QMV_SSMEM_WORDS];
+    if (TILES * ng * 8 <= QMV_SSMEM_WORDS) {
+        for (int i = threadIdx.x; i < TILES * ng * 8; i += blockDim.x) {
+            const int hh = i / (ng * 8), j = i - hh * ng * 8;
+            s_sc[i] = __ldg(Sp + (i64)(blockIdx.x + hh * (SILU ? gridDim.x : 0)) * ng * 8 + j);
+        }
+        __syncthreads();
+        Ss = s_sc + half * ng * 8 + g;
+    }
+#endif
     auto fetch = [&](int b) {  // burst b: chunks B b .. B b + B - 1, contiguous
 #pragma unroll
         for (int u = 0; u < B; u++) {
             qm_load_w(wv[u], Wt + (i64)(b * B + u) * 32, true);
             const int gi = (b * B + u) >> lg;
-            sv[u] = __ldg(St + gi * 8);
+            sv[u] = QMV_SSMEM ? Ss[gi * 8] : __ldg(St + gi * 8);
             zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
         }
     };
