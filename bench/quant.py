@@ -17,6 +17,10 @@
    measured in the same process.
 4. Profile (``profile``): kernel time per eager decode step of the quantised model (few layers, CUDA
    graphs off), grouped by kernel, as bench/decode_profile.py does for bf16.
+5. Prefill (``prefill``): a --prefill-ctx-token prompt from an empty cache through the same random-weight model, the
+   weights dequantised for cuBLAS by the ``qdeq_*`` kernel (the default) and by ``layout.dequantize``'s torch ops
+   (before), same process; tok/s and the fraction of the bf16 matmul rate measured in the same call (run
+   bench/decode.py in the same call for the bf16 model's prefill).
 
     python bench/quant.py --layers 16 --parts gemv,sweep,e2e --e2e-layers 64
 """
@@ -72,9 +76,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1 burst 2, pipelined": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1")),
     "qmv1 burst 4, pipelined": dict(split=(16,), extra=("-DQMV_BURST=4", "-DQMV_PIPE=1")),
     "qmv1 burst 8": dict(split=(16,), extra=("-DQMV_BURST=8",)),
-    # session 12: the tile's scales asked of L2 before the PDL wait, or copied into shared memory once a block
-    "qmv1 scales prefetched to L2": dict(split=(16,), extra=("-DQMV_SPF=1",)),
-    "qmv1 scales in shared memory": dict(split=(16,), extra=("-DQMV_SSMEM=1",)),
     # session 12: the next burst in flight at the default caps (int4 69-71 registers, int8 58-61, no spills: 28 and 32
     # warps an SM), and at 64 registers for int4 (32 warps)
     "qmv1 burst 2, pipelined, int4 64 registers": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1",
@@ -234,7 +235,8 @@ def sweep_part(name, bits, dims, bw, target_bytes=1.0e9):
     return best
 
 
-def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: int = 0, lm_head_bits: int = 0):
+def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: int = 0, lm_head_bits: int = 0,
+                capacity: int = 512 + 128 + 64):
     """(runner, weights) of a random model whose layers' Linears are random grouped-int weights (and lm_head, with
     ``lm_head_bits``: what LLM(quantize_lm_head=...) serves)."""
     import random_model as rm
@@ -256,7 +258,7 @@ def quant_model(shape: str, layers: int, bits: int, dtype=torch.bfloat16, seed: 
                      "conv": (0, 0.5)}.get(kind, (0, 0.5))
         weights[path] = t.normal_(mean, std, generator=gen).to(dtype)
     del model
-    return rm.build(shape, "sm90", "cuda", dtype, 512 + 128 + 64, layers=layers, weights=weights)
+    return rm.build(shape, "sm90", "cuda", dtype, capacity, layers=layers, weights=weights)
 
 
 def decode_speed(runner, ctx=512, new=128) -> float:
@@ -324,6 +326,47 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
     return results
 
 
+def prefill_part(name, bits, shape, layers, ctx, flops, repeats=3, lm_head_bits=0):
+    """Prefill of ``ctx`` tokens of the quantised model from an empty cache (median of ``repeats`` after a warm-up), its
+    weights dequantised for cuBLAS by ``qdeq_*`` (gpu.dequantize_dense, the default) and by ``layout.dequantize``'s
+    torch ops (before), same process and weights; the fraction is of the dense bf16 matmul rate measured here."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import QuantWeight, dequantize
+
+    gpu.TILE_BITS = {4, 8}
+    runner, weights = quant_model(shape, layers, bits, lm_head_bits=lm_head_bits, capacity=ctx + 64)
+    for w in weights.values():
+        if isinstance(w, QuantWeight):
+            gpu.prepare(w)
+    cfg = runner.cfg
+    params = sum(w.scales.shape[0] * w.in_features if isinstance(w, QuantWeight) else w.numel()
+                 for p, w in weights.items() if p not in ("embed_tokens", "lm_head.weight"))
+    fl = 2.0 * params * ctx + len(cfg.attention_layers) * 2 * ctx * ctx * cfg.num_heads * cfg.head_dim
+    prompt = torch.randint(0, cfg.vocab_size, (ctx,), generator=torch.Generator().manual_seed(0)).tolist()
+    kernel = gpu.dequantize_dense
+    for label, fn in (("qdeq kernel (default)", kernel), ("torch dequantise (before)", dequantize),
+                      ("qdeq kernel (default)", kernel)):
+        gpu.dequantize_dense = fn
+        try:
+            runner.reset()
+            runner.prefill(prompt)  # warm-up: compiles, cuBLAS plans
+            times = []
+            for _ in range(repeats):
+                runner.reset()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                runner.prefill(prompt)
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - t0)
+        finally:
+            gpu.dequantize_dense = kernel
+        t = sorted(times)[len(times) // 2]
+        print(f"| {name} | {layers} | {label} | {ctx} | {ctx / t:.0f} ({ctx / max(times):.0f}-{ctx / min(times):.0f}) | "
+              f"{fl / t / flops:.2f} |", flush=True)
+    del runner, weights
+    torch.cuda.empty_cache()
+
+
 def profile_part(name, bits, shape, layers, steps=5):
     """Kernel time per eager decode step (CUDA graphs off) of the quantised model, grouped by kernel."""
     from timing import decode_kernel_times
@@ -362,6 +405,7 @@ def main():
     ap.add_argument("--widths", default="1,4,8,16")
     ap.add_argument("--models", default=",".join(SHAPES))
     ap.add_argument("--profile-layers", type=int, default=8)
+    ap.add_argument("--prefill-ctx", type=int, default=8192, help="prefill: prompt tokens")
     ap.add_argument("--tuned", default=None, help="JSON file: the sweep writes its best configs, e2e reads them")
     ap.add_argument("--variants", default=None, help="';'-separated labels of VARIANTS for the gemv and e2e A/B")
     ap.add_argument("--no-qgemv", action="store_true", help="leave the CUDA-core kernel out")
@@ -406,6 +450,21 @@ def main():
     elif a.tuned and os.path.exists(a.tuned):
         with open(a.tuned) as f:
             tuned = {m: {tuple(key): (wp, tuple(extra)) for key, wp, extra in t} for m, t in json.load(f).items()}
+    if "prefill" in parts:
+        flops = dec.matmul_rate()
+        lay = dict(kv.split("=") for kv in a.e2e_layers.split(","))
+        print(f"bf16 matmul {flops / 1e12:.0f} TFLOP/s (8192^3, median of 10)\n"
+              "| model | layers | dequantisation | ctx | prefill tok/s (range) | of bf16 matmul |\n|---|---|---|---|---|---|")
+        for name in models:
+            if name not in lay:
+                continue
+            bits, *_, shape = SHAPES[name]
+            try:
+                prefill_part(name, bits, shape, int(lay[name]), a.prefill_ctx, flops,
+                             lm_head_bits={"int8": 8, "int4": 4}.get(a.lm_head.split(",")[0], 0))
+            except Exception as e:
+                print(f"FAILED prefill {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                torch.cuda.empty_cache()
     if "profile" in parts:
         for name in models:
             bits, *_, shape = SHAPES[name]

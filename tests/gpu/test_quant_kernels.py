@@ -125,6 +125,36 @@ def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group
     assert torch.equal(dequantize(q), dq_rows)  # the dequantise (prefill) path reads the tiles
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 32, True), (4, 32, False), (4, 64, False), (4, 128, True),
+                                            (4, 96, False), (8, 32, False), (8, 96, True), (8, 128, False)])
+@pytest.mark.parametrize("n,k", [(1000, 1536), (17, 192), (48, 768)])
+def test_prefill_dequantisation_kernel_is_bit_for_bit(dtype, scale_dtype, bits, group, sym, n, k):
+    """A tiled weight's prefill path: ``qdeq_*`` (gpu.dequantize_dense) writes exactly layout.dequantize's dense
+    weight (its torch ops, untiling the codes), for every group / zero-point / scale-dtype variant the tiles take,
+    rows not a multiple of 16, output poisoned; and quant_linear at 40 tokens (prefill) matches float32."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    q = _tiled_case(n, k, bits, group, sym, scale_dtype, n + k + bits)
+    dq_rows = dequantize(q, dtype)
+    gpu.prepare(q)
+    assert q.packing == "tiles16"
+    ref = dequantize(q, dtype)
+    assert torch.equal(ref, dq_rows)
+    _poison()
+    got = gpu.dequantize_dense(q, dtype)
+    assert got.dtype == dtype and got.shape == (n, k)
+    assert torch.equal(got, ref)
+    x = torch.randn(40, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    _poison()
+    y = gpu.quant_linear(x, q, bias)
+    want = x.float() @ dequantize(q).t() + bias.float()
+    assert ((y.float() - want).norm() / want.norm()) < (1e-3 if dtype == torch.float16 else 1e-2)
+
+
 @pytest.mark.parametrize("warps", [1, 2, 4, 16])
 def test_tensor_core_kernel_any_warps_per_tile(warps):
     """K split over any number of warps (more warps than chunks included) sums to the same result."""

@@ -1,5 +1,6 @@
 """The grouped-int GEMV on CUDA: compile ``kernels/qgemv.cu`` with the core's NVRTC toolchain, launch
-it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16).
+it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16): a tiled
+weight is dequantised by one launch of ``qdeq_*`` (:func:`dequantize_dense`), anything else by ``layout.dequantize``.
 
 Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zero point, 16-bit
 scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; see TILE_BITS) is
@@ -143,8 +144,8 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g") for d in _SUFFIX for sd in _SUFFIX
-                  for b in (4, 8) for z in (False, True)]
+        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq") for d in _SUFFIX
+                  for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
     return names
 
 
@@ -397,6 +398,22 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
 
+def dequantize_dense(w: QuantWeight, dtype: torch.dtype) -> torch.Tensor:
+    """The dense [N, K] weight in ``dtype`` (packed column order), bit for bit ``layout.dequantize``: a tiled weight
+    on CUDA through one launch of ``qdeq_*`` (a thread a lane's 16-byte vector; the read 0.5 / 1 byte a weight, the
+    write 2), anything else through ``layout.dequantize``'s torch ops (which go through float32 [N, K] temporaries)."""
+    if not (w.packing == "tiles16" and w.qweight.is_cuda and dtype in _SUFFIX and w.scales.dtype in _SUFFIX
+            and w.mins is None):
+        return dequantize(w, dtype)
+    n, k = w.scales.shape[0], w.in_features
+    sp, zp = tile_params(w)
+    out = torch.empty(n, k, dtype=dtype, device=w.qweight.device)
+    total = -(-n // TILE_ROWS) * (k // tile_chunk(w.bits)) * 32
+    name = f"qdeq_{_SUFFIX[dtype]}_s{_SUFFIX[w.scales.dtype]}_b{w.bits}_{'zp' if zp is not None else 'sym'}"
+    _module(w.qweight.device)[name]((-(-total // 256),), (256,), w.qweight, sp, zp, out, n, k, w.group_size)
+    return out
+
+
 def _width(t: int) -> int:
     return next(w for w in WIDTHS if w >= t)
 
@@ -416,7 +433,7 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
     if (not x.is_cuda or x.dtype not in _SUFFIX or t == 0 or t > MAX_TOKENS
             or (not tiled and (k % per or w.group_size % per)) or (bias is not None and bias.dtype != x.dtype)):
         # prefill (and anything the kernels do not cover): dequantise once, then cuBLAS
-        return torch.nn.functional.linear(x, dequantize(w, x.dtype), bias)
+        return torch.nn.functional.linear(x, dequantize_dense(w, x.dtype), bias)
     x2 = x2.contiguous()
     if x2.data_ptr() % 16:  # the kernels read activations in 16-byte vectors
         x2 = x2.clone()

@@ -751,18 +751,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
-// Scales (measurements): QMV_SPF=1 asks L2 for the tile's scale rows (ng x 32 bytes, contiguous) before the PDL wait,
-// so the bursts' scale loads hit L2; QMV_SSMEM=1 copies them into shared memory once a block (while they fit
-// QMV_SSMEM_WORDS) and the bursts read them there.
-#ifndef QMV_SPF
-#define QMV_SPF 0
-#endif
-#ifndef QMV_SSMEM
-#define QMV_SSMEM 0
-#endif
-#ifndef QMV_SSMEM_WORDS
-#define QMV_SSMEM_WORDS 2048
-#endif
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
 // of set s token 8 s + g (past ntok the last repeats).
 // SILU (one token; qmv1s_*): the weight is [gate | up] (N = 2 I rows, I a multiple of 16) and y[n] = silu(gate_n . x)
@@ -810,29 +798,12 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         xt[s] = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(8 * s + g, ntok - 1) * K) + 8 * t);
     uint4 wv[B];
     unsigned sv[B], zv[B];
-    const unsigned *Ss = St;  // where the bursts read the tile's scales
-    if (QMV_SPF && warp == 0) {
-        const char *s0 = reinterpret_cast<const char *>(Sp + (i64)tile * ng * 8);
-        for (int l = lane; l * 128 < ng * 32; l += 32) prefetch_l2(s0 + l * 128);
-    }
-#if QMV_SSMEM
-    constexpr int TILES = SILU ? 2 : 1;  // tiles a block: SILU's gate and up
-    __shared__ unsigned s_sc[QMV_SSMEM_WORDS];
-    if (TILES * ng * 8 <= QMV_SSMEM_WORDS) {
-        for (int i = threadIdx.x; i < TILES * ng * 8; i += blockDim.x) {
-            const int hh = i / (ng * 8), j = i - hh * ng * 8;
-            s_sc[i] = __ldg(Sp + (i64)(blockIdx.x + hh * (SILU ? gridDim.x : 0)) * ng * 8 + j);
-        }
-        __syncthreads();
-        Ss = s_sc + half * ng * 8 + g;
-    }
-#endif
     auto fetch = [&](int b) {  // burst b: chunks B b .. B b + B - 1, contiguous
 #pragma unroll
         for (int u = 0; u < B; u++) {
             qm_load_w(wv[u], Wt + (i64)(b * B + u) * 32, true);
             const int gi = (b * B + u) >> lg;
-            sv[u] = QMV_SSMEM ? Ss[gi * 8] : __ldg(St + gi * 8);
+            sv[u] = __ldg(St + gi * 8);
             zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
         }
     };
@@ -944,6 +915,76 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     }
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Prefill (more tokens than the GEMV kernels take): a tiled weight dequantised into a dense row-major [N, K] in T
+// (packed column order), for cuBLAS. Each thread takes one lane's 16-byte vector of one chunk: int4 rows g, g + 8 at
+// columns 8t..8t+7 and 32+8t..32+8t+7 of the chunk (layout.py: _tile_order), int8 the same rows at 8t..8t+7; each
+// value (u - z) * s in float32, rounded once to T, as layout.dequantize computes it (bit for bit), stored 8 at a
+// time. The weight is read past L1 with the GEMVs' 256-byte L2 hint; outputs written after the PDL wait.
+template <typename T, typename ST, int BITS, bool ZP>
+__device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
+                                         const unsigned short *__restrict__ Zp, T *__restrict__ out, int N, int K,
+                                         int G) {
+    constexpr int CHUNK = BITS == 4 ? 64 : 32;
+    constexpr int RUNS = CHUNK / 32;  // runs of 8 columns a row: int4 two (8t, 32 + 8t), int8 one
+    constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
+    const int nchunk = K / CHUNK, ng = K / G;
+    const i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const i64 total = (i64)((N + 15) / 16) * nchunk * 32;
+    const bool live = v < total;
+    const int lane = (int)(v & 31), g = lane >> 2, t = lane & 3;
+    const i64 tc = v >> 5;
+    const int c = (int)(tc % nchunk), tile = (int)(tc / nchunk);
+    uint4 w = make_uint4(0, 0, 0, 0);
+    qm_load_w(w, Wp + v, live);
+    unsigned sv[RUNS], zv[RUNS];
+#pragma unroll
+    for (int r = 0; r < RUNS; r++) {
+        const int gi = (c * CHUNK + 32 * r + 8 * t) / G;  // 8 columns never straddle a group (G % 32 == 0)
+        sv[r] = 0;
+        zv[r] = ZSYM;
+        const i64 at = ((i64)tile * ng + gi) * 8 + g;
+        if (live) sv[r] = __ldg(Sp + at);
+        if (ZP && live) zv[r] = __ldg(Zp + at);
+    }
+    pdl_stream_enter();
+    if (!live) return;
+    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {  // row g + 8 h
+        const int n = tile * 16 + g + 8 * h;
+        if (n >= N) continue;
+#pragma unroll
+        for (int r = 0; r < RUNS; r++) {
+            const float sc = h ? qm_scale_hi(sv[r], (const ST *)nullptr) : qm_scale(sv[r] & 0xFFFFu, (const ST *)nullptr);
+            const float z = (float)((zv[r] >> (8 * h)) & 0xFFu);
+            float f[8];
+            if (BITS == 4) {  // word 2r + q: columns 32r + 8t + 4q + j, nibble h + {0, 4, 2, 6}[j]
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const int i = h + (j == 0 ? 0 : j == 1 ? 4 : j == 2 ? 2 : 6);
+                        f[4 * q + j] = ((float)((words[2 * r + q] >> (4 * i)) & 0xFu) - z) * sc;
+                    }
+            } else {  // word 2s + wd: columns 8t + 4s + 2wd + e, byte 2h + e
+#pragma unroll
+                for (int wi = 0; wi < 4; wi++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        f[2 * wi + e] = ((float)((words[wi] >> (8 * (2 * h + e))) & 0xFFu) - z) * sc;
+            }
+            union {
+                T e[8];
+                uint4 u;
+            } o;
+#pragma unroll
+            for (int j = 0; j < 8; j++) o.e[j] = from_f<T>(f[j]);
+            *reinterpret_cast<uint4 *>(out + (i64)n * K + c * CHUNK + 32 * r + 8 * t) = o.u;
+        }
+    }
+}
+
 }  // namespace ninfer
 
 #define QM_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                        \
@@ -999,9 +1040,16 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             Wp, Sp, Zp, x, nullptr, y, N, K, G, 1,                                                          \
             ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh});  \
     }
+// qdeq_*: the prefill dequantisation (qdequant): one thread a lane's 16-byte vector, 256 a block.
+#define QDEQ_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256) qdeq_##S##_s##SS##_b##B##_##ZN(                         \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, T *out, int N, int K, int G) {          \
+        ninfer::qdequant<T, ST, B, Z>(Wp, Sp, Zp, out, N, K, G);                                             \
+    }
 #define QMV1_ZP(S, T, SS, ST, B) QMV1_KERNEL(S, T, SS, ST, B, false, sym) QMV1_KERNEL(S, T, SS, ST, B, true, zp) \
     QMV1S_KERNEL(S, T, SS, ST, B, false, sym) QMV1S_KERNEL(S, T, SS, ST, B, true, zp)                          \
-    QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)
+    QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)                          \
+    QDEQ_KERNEL(S, T, SS, ST, B, false, sym) QDEQ_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)
 
