@@ -326,26 +326,29 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
     return results
 
 
-def prefill_part(name, bits, shape, layers, ctx, flops, repeats=3, lm_head_bits=0):
+def prefill_part(name, bits, shape, layers, ctx, flops, repeats=3, lm_head_bits=0, packing="tiles16"):
     """Prefill of ``ctx`` tokens of the quantised model from an empty cache (median of ``repeats`` after a warm-up), its
-    weights dequantised for cuBLAS by ``qdeq_*`` (gpu.dequantize_dense, the default) and by ``layout.dequantize``'s
-    torch ops (before), same process and weights; the fraction is of the dense bf16 matmul rate measured here."""
+    weights dequantised for cuBLAS by one kernel (gpu.dequantize_dense, the default: ``qdeq_*`` for the tiled packing,
+    ``qdeqr_*`` for row packing, which sm_75 and GGUF mins keep) and by ``layout.dequantize``'s torch ops (before),
+    same process and weights; the fraction is of the dense bf16 matmul rate measured here."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import QuantWeight, dequantize
 
-    gpu.TILE_BITS = {4, 8}
+    gpu.TILE_BITS = {4, 8} if packing == "tiles16" else set()
     runner, weights = quant_model(shape, layers, bits, lm_head_bits=lm_head_bits, capacity=ctx + 64)
     for w in weights.values():
         if isinstance(w, QuantWeight):
             gpu.prepare(w)
+            assert w.packing == packing
     cfg = runner.cfg
     params = sum(w.scales.shape[0] * w.in_features if isinstance(w, QuantWeight) else w.numel()
                  for p, w in weights.items() if p not in ("embed_tokens", "lm_head.weight"))
     fl = 2.0 * params * ctx + len(cfg.attention_layers) * 2 * ctx * ctx * cfg.num_heads * cfg.head_dim
     prompt = torch.randint(0, cfg.vocab_size, (ctx,), generator=torch.Generator().manual_seed(0)).tolist()
     kernel = gpu.dequantize_dense
-    for label, fn in (("qdeq kernel (default)", kernel), ("torch dequantise (before)", dequantize),
-                      ("qdeq kernel (default)", kernel)):
+    k_label = "qdeq kernel (default)" if packing == "tiles16" else "row packing: qdeqr kernel (default)"
+    t_label = "torch dequantise (before)" if packing == "tiles16" else "row packing: torch dequantise (before)"
+    for label, fn in ((k_label, kernel), (t_label, dequantize), (k_label, kernel)):
         gpu.dequantize_dense = fn
         try:
             runner.reset()
@@ -406,6 +409,8 @@ def main():
     ap.add_argument("--models", default=",".join(SHAPES))
     ap.add_argument("--profile-layers", type=int, default=8)
     ap.add_argument("--prefill-ctx", type=int, default=8192, help="prefill: prompt tokens")
+    ap.add_argument("--prefill-packing", default="tiles16", help="prefill: the weights' packings, comma-separated "
+                    "(tiles16: the tensor-core kernels' tiles, where they serve; rows: what sm_75 and GGUF mins keep)")
     ap.add_argument("--tuned", default=None, help="JSON file: the sweep writes its best configs, e2e reads them")
     ap.add_argument("--variants", default=None, help="';'-separated labels of VARIANTS for the gemv and e2e A/B")
     ap.add_argument("--no-qgemv", action="store_true", help="leave the CUDA-core kernel out")
@@ -459,12 +464,13 @@ def main():
             if name not in lay:
                 continue
             bits, *_, shape = SHAPES[name]
-            try:
-                prefill_part(name, bits, shape, int(lay[name]), a.prefill_ctx, flops,
-                             lm_head_bits={"int8": 8, "int4": 4}.get(a.lm_head.split(",")[0], 0))
-            except Exception as e:
-                print(f"FAILED prefill {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                torch.cuda.empty_cache()
+            for packing in a.prefill_packing.split(","):
+                try:
+                    prefill_part(name, bits, shape, int(lay[name]), a.prefill_ctx, flops,
+                                 lm_head_bits={"int8": 8, "int4": 4}.get(a.lm_head.split(",")[0], 0), packing=packing)
+                except Exception as e:
+                    print(f"FAILED prefill {name} {packing}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+                    torch.cuda.empty_cache()
     if "profile" in parts:
         for name in models:
             bits, *_, shape = SHAPES[name]

@@ -129,7 +129,7 @@ def test_tensor_core_kernel_matches_float32(dtype, tol, scale_dtype, bits, group
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("bits,group,sym", [(4, 32, True), (4, 32, False), (4, 64, False), (4, 128, True),
                                             (4, 96, False), (8, 32, False), (8, 96, True), (8, 128, False)])
-@pytest.mark.parametrize("n,k", [(1000, 1536), (17, 192), (48, 768)])
+@pytest.mark.parametrize("n,k", [(1000, 1536), (17, 384), (48, 768)])
 def test_prefill_dequantisation_kernel_is_bit_for_bit(dtype, scale_dtype, bits, group, sym, n, k):
     """A tiled weight's prefill path: ``qdeq_*`` (gpu.dequantize_dense) writes exactly layout.dequantize's dense
     weight (its torch ops, untiling the codes), for every group / zero-point / scale-dtype variant the tiles take,
@@ -152,6 +152,31 @@ def test_prefill_dequantisation_kernel_is_bit_for_bit(dtype, scale_dtype, bits, 
     _poison()
     y = gpu.quant_linear(x, q, bias)
     want = x.float() @ dequantize(q).t() + bias.float()
+    assert ((y.float() - want).norm() / want.norm()) < (1e-3 if dtype == torch.float16 else 1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,kind", [(4, 32, "sym"), (4, 32, "zeros"), (4, 32, "mins"), (4, 128, "zeros"),
+                                             (8, 16, "zeros"), (8, 32, "sym"), (8, 64, "mins")])
+def test_prefill_dequantisation_rows_kernel_is_bit_for_bit(dtype, bits, group, kind, monkeypatch):
+    """A weight in row packing (GGUF's u * s + m form, sm_75, groups the tiles do not take): ``qdeqr_*`` writes
+    layout.dequantize's dense weight bit for bit (fp16 scales), output poisoned; quant_linear at 40 tokens matches
+    float32."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    monkeypatch.setattr(gpu, "TILE_BITS", set())
+    torch.manual_seed(bits * group)
+    q = _weights(1000, 1536, bits, group, kind).to("cuda")
+    ref = dequantize(q, dtype)
+    _poison()
+    got = gpu.dequantize_dense(q, dtype)
+    assert q.packing == "rows" and got.dtype == dtype and got.shape == (1000, 1536)
+    assert torch.equal(got, ref)
+    x = torch.randn(40, 1536, device="cuda").to(dtype)
+    _poison()
+    y = gpu.quant_linear(x, q)
+    want = x.float() @ dequantize(q).t()
     assert ((y.float() - want).norm() / want.norm()) < (1e-3 if dtype == torch.float16 else 1e-2)
 
 

@@ -139,6 +139,7 @@ def qmv_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
 def kernel_names(arch: str) -> list[str]:
     dts = ("f16",) if arch == "sm_75" else ("f16", "bf16")
     names = [f"qgemv_{s}_b{b}_t{t}" for s in dts for b in (8, 4) for t in WIDTHS]
+    names += [f"qdeqr_{s}_b{b}" for s in dts for b in (8, 4)]
     if _has_mma(arch):
         names += [mma_kernel_name(d, sd, b, z, t, sk) for d in _SUFFIX for sd in _SUFFIX for b in (8, 4)
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
@@ -399,18 +400,30 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
 
 
 def dequantize_dense(w: QuantWeight, dtype: torch.dtype) -> torch.Tensor:
-    """The dense [N, K] weight in ``dtype`` (packed column order), bit for bit ``layout.dequantize``: a tiled weight
-    on CUDA through one launch of ``qdeq_*`` (a thread a lane's 16-byte vector; the read 0.5 / 1 byte a weight, the
-    write 2), anything else through ``layout.dequantize``'s torch ops (which go through float32 [N, K] temporaries)."""
-    if not (w.packing == "tiles16" and w.qweight.is_cuda and dtype in _SUFFIX and w.scales.dtype in _SUFFIX
-            and w.mins is None):
-        return dequantize(w, dtype)
+    """The dense [N, K] weight in ``dtype`` (packed column order) for a prefill's cuBLAS GEMM, in one kernel launch (a
+    thread a 16-byte vector of codes: the read 0.5 / 1 byte a weight, the write 2): a tiled weight through ``qdeq_*``
+    (bit for bit ``layout.dequantize``), one in row packing (sm_75, GGUF mins) through ``qdeqr_*`` from the CUDA-core
+    kernel's float32 scale and offset (bit for bit where the scales are 16-bit); anything else (groups not a multiple
+    of a vector, CPU) through ``layout.dequantize``'s torch ops, which go through float32 [N, K] temporaries."""
     n, k = w.scales.shape[0], w.in_features
-    sp, zp = tile_params(w)
+    if not (w.qweight.is_cuda and dtype in _SUFFIX and w.bits in (4, 8)) or (
+            dtype == torch.bfloat16 and torch.cuda.get_device_capability(w.qweight.device)[0] < 8):  # sm_75: fp16
+        return dequantize(w, dtype)
     out = torch.empty(n, k, dtype=dtype, device=w.qweight.device)
-    total = -(-n // TILE_ROWS) * (k // tile_chunk(w.bits)) * 32
-    name = f"qdeq_{_SUFFIX[dtype]}_s{_SUFFIX[w.scales.dtype]}_b{w.bits}_{'zp' if zp is not None else 'sym'}"
-    _module(w.qweight.device)[name]((-(-total // 256),), (256,), w.qweight, sp, zp, out, n, k, w.group_size)
+    if w.packing == "tiles16":
+        sp, zp = tile_params(w)
+        total = -(-n // TILE_ROWS) * (k // tile_chunk(w.bits)) * 32
+        name = f"qdeq_{_SUFFIX[dtype]}_s{_SUFFIX[w.scales.dtype]}_b{w.bits}_{'zp' if zp is not None else 'sym'}"
+        _module(w.qweight.device)[name]((-(-total // 256),), (256,), w.qweight, sp, zp, out, n, k, w.group_size)
+        return out
+    per = 128 // w.bits
+    if (w.packing != "rows" or k % per or w.group_size % per or w.qweight.data_ptr() % 16
+            or not w.qweight.is_contiguous()):
+        return dequantize(w, dtype)
+    s, o = gpu_params(w)
+    total = n * (k // per)
+    _module(w.qweight.device)[f"qdeqr_{_SUFFIX[dtype]}_b{w.bits}"]((-(-total // 256),), (256,), w.qweight, s, o, out, n,
+                                                                   k, w.group_size)
     return out
 
 

@@ -74,7 +74,54 @@ __device__ __forceinline__ void qgemv(const unsigned char *__restrict__ Wq, cons
     }
 }
 
+// Prefill of a weight in row packing (sm_75, GGUF mins, groups the tiles do not take): the dense [N, K] in T, for
+// cuBLAS. Each thread one 16-byte vector of a row (32 int4 / 16 int8 codes, within one group: G % PER == 0), each
+// value u * s + o in float32 from the CUDA-core kernel's scale and offset (gpu_params), one rounding to float32
+// (an fma of an exact product where the scales are 16-bit: layout.dequantize's value bit for bit), one to T.
+template <typename T, int BITS>
+__device__ __forceinline__ void qdequant_rows(const uint4 *__restrict__ Wq, const float *__restrict__ S,
+                                              const float *__restrict__ O, T *__restrict__ out, int N, int K,
+                                              int G) {
+    constexpr int PER = 128 / BITS;
+    const int KV = K / PER, ng = K / G;
+    const i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const bool live = v < (i64)N * KV;
+    const i64 n = v / KV;
+    const int k0 = (int)(v - n * KV) * PER;
+    uint4 w = make_uint4(0, 0, 0, 0);
+    float s = 0.f, o = 0.f;
+    if (live) {
+        w = load_stream(Wq + v);
+        s = __ldg(S + n * ng + k0 / G);
+        o = __ldg(O + n * ng + k0 / G);
+    }
+    pdl_stream_enter();
+    if (!live) return;
+    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int q = 0; q < PER / 8; q++) {
+        union {
+            T e[8];
+            uint4 u;
+        } r;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int i = 8 * q + j;  // code i of the vector: word i / (32 / BITS), field i % (32 / BITS)
+            const unsigned u = (words[i / (32 / BITS)] >> (BITS * (i % (32 / BITS)))) & ((1u << BITS) - 1);
+            r.e[j] = from_f<T>(__fmaf_rn((float)u, s, o));
+        }
+        *reinterpret_cast<uint4 *>(out + n * K + k0 + 8 * q) = r.u;
+    }
+}
+
 }  // namespace ninfer
+
+#define QDEQR_KERNEL(S, T, B)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256) qdeqr_##S##_b##B(const uint4 *Wq, const float *Sc,     \
+                                                                       const float *O, T *out, int N, int K, \
+                                                                       int G) {                              \
+        ninfer::qdequant_rows<T, B>(Wq, Sc, O, out, N, K, G);                                               \
+    }
 
 #define QG_KERNEL(S, T, B, NT)                                                                          \
     extern "C" __global__ void __launch_bounds__(QG_WARPS * 32) qgemv_##S##_b##B##_t##NT(              \
@@ -90,9 +137,13 @@ __device__ __forceinline__ void qgemv(const unsigned char *__restrict__ Wq, cons
 #if !defined(QM_BENCH_ONLY)
 QG_WIDTHS(f16, __half, 8)
 QG_WIDTHS(f16, __half, 4)
+QDEQR_KERNEL(f16, __half, 8)
+QDEQR_KERNEL(f16, __half, 4)
 #ifndef QG_NO_BF16  // sm_75 backends serve fp16 only
 QG_WIDTHS(bf16, __nv_bfloat16, 8)
 QG_WIDTHS(bf16, __nv_bfloat16, 4)
+QDEQR_KERNEL(bf16, __nv_bfloat16, 8)
+QDEQR_KERNEL(bf16, __nv_bfloat16, 4)
 #endif
 #endif
 
