@@ -106,6 +106,27 @@ def test_paged_attention(backend, fmt, Hq, Hk, D, T, L):
         assert rel_l2(out, want) < TOL, (dtype, rel_l2(out, want))
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("Hq,Hk,D", SHAPES)
+def test_prefill_gather_is_bit_for_bit(backend, fmt, Hq, Hk, D):
+    """Prefill's dequantisation of the used blocks (kvq_gather, one launch a pool, into the query's dtype) writes
+    exactly what kv_ops._gather(...).to(dtype) computes: scattered blocks of a larger pool, output poisoned."""
+    from ninfer.backends import installed_backends
+    from ninfer.kernels.kv_quant import make_kv_quant_ops
+
+    torch.manual_seed(D + Hk + 1)
+    kc, vc, block_table = _filled(fmt, 1000, 100, 16, Hk, D)
+    blocks = block_table[: (1000 + 15) // 16].long().contiguous()
+    gather = make_kv_quant_ops(installed_backends()[backend].kernels)["paged_attention"].gather
+    for dtype in backend_dtypes(backend):
+        for pool in (kc, vc):
+            want = kv_ops._gather(pool, blocks).to(dtype)
+            poison_allocator()
+            got = gather(pool, blocks, dtype)
+            assert got.shape == want.shape and got.dtype == dtype
+            assert torch.equal(got, want), (dtype, (got.float() - want.float()).abs().max())
+
+
 @pytest.mark.parametrize("fmt", ["int8", "int4"])
 def test_decode_steps_through_kernels(backend, fmt):
     """Prefill write, then decode steps each writing one token and attending over everything so far,

@@ -6,7 +6,8 @@ backend for the KV formats int8, int4 and int4_norot (``ninfer.quant.kv_cache``)
   reduction before the launch, as the reference does; every later write is the kernel alone.
 - ``paged_attention``: decode / verify (T <= 16 query tokens): flash-decoding over the codes, dequantised in
   registers, the query rotated instead of K, a rotated V's partial outputs rotated back, then the bf16
-  path's combine kernel. Prefill (T > 16): the used blocks dequantised and torch SDPA.
+  path's combine kernel. Prefill (T > 16): the used blocks dequantised (one ``kvq_gather`` launch for K and one
+  for V, into the query's dtype) and torch SDPA.
 
 Anything the kernels were not written for (CPU tensors, head_dim outside 64/128/256, a group other than 64,
 non-contiguous pools, a dtype the backend lacks) runs the reference op of ``ninfer.quant.kv_ops``. Nothing
@@ -91,13 +92,28 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
             v_cache.data, v_cache.scale, v_cache.offset, slots, Hk, k.stride(0), v.stride(0), k_cache.bits,
             blk if k_cache.rotate else 0, blk if v_cache.rotate else 0)
 
+    def gather(pool, blocks, dtype):
+        """The blocks dequantised into [nblk, bs, Hk, D] in dtype: one kvq_gather launch (bit for bit
+        kv_ops._gather(...).to(dtype)) where it serves, else those torch ops."""
+        nb, bs, hk = pool.data.shape[:3]
+        D = pool.head_dim
+        if D % 8 or pool.group % 8 or dtype not in lib.dtypes or not pool.scale.is_contiguous():
+            return kv_ops._gather(pool, blocks).to(dtype)
+        out = torch.empty(blocks.numel(), bs, hk, D, dtype=dtype, device=pool.data.device)
+        total = blocks.numel() * bs * hk * (D // 8)
+        lib.module(pool.data.device)[f"kvq_gather_{DTYPE_SUFFIX[dtype]}_b{pool.bits}"](
+            ((total + 255) // 256,), (256,), pool.data, pool.scale, pool.offset, blocks, out, blocks.numel(), bs * hk,
+            D, pool.group)
+        return out
+
     def prefill(q, k_cache, v_cache, block_table, positions, scale):
-        """T > 16: the used blocks dequantised in the query's dtype, then torch SDPA (as the bf16 path)."""
+        """T > 16: the used blocks dequantised in the query's dtype by one launch each (kvq_gather), then torch
+        SDPA (as the bf16 path)."""
         bs = k_cache.data.shape[1]
         nblk = (int(positions[-1].item()) + bs) // bs
-        blocks = block_table[:nblk].long()
-        k = kv_ops._gather(k_cache, blocks).to(q.dtype)  # [nblk, bs, Hk, D], rotated if the pool rotates
-        v = kv_ops._gather(v_cache, blocks).to(q.dtype)
+        blocks = block_table[:nblk].long().contiguous()
+        k = gather(k_cache, blocks, q.dtype)  # [nblk, bs, Hk, D], rotated if the pool rotates
+        v = gather(v_cache, blocks, q.dtype)
         qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
         local = torch.arange(nblk, dtype=torch.int32, device=q.device)
         o = prefill_sdpa(qr, k, v, local, positions, scale)
@@ -135,6 +151,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, C, D)
         return out
 
+    paged_attention.gather = gather  # prefill's dequantisation (tests)
     return {"write_kv": write_kv, "paged_attention": paged_attention}
 
 

@@ -468,6 +468,45 @@ __device__ __forceinline__ void kvq_attention_split(
     }
 }
 
+// Prefill over a quantised cache (more than 16 query tokens): the sequence's blocks dequantised into a dense
+// [nblk, bs, Hk, D] in T for torch SDPA, in one launch instead of torch ops through float32 temporaries. A thread
+// takes 8 values of one (block, token, head) row (one 16-byte store): int8 c * s, int4 u * s + o (two roundings, as
+// kv_ops._gather computes them in float32), rounded once to T; still rotated where the pool rotates, and K without
+// its centre (a constant per query row, which softmax ignores). Needs D % 8 == 0 and group % 8 == 0.
+template <typename T, int BITS>
+__device__ __forceinline__ void kvq_gather(const unsigned char *__restrict__ data, const __half *__restrict__ sc,
+                                           const __half *__restrict__ of, const long long *__restrict__ blocks,
+                                           T *__restrict__ out, int nblk, int rows, int D, int group) {
+    const int per_row = D / 8;
+    const i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= (i64)nblk * rows * per_row) return;
+    const i64 row = v / per_row;  // (block of the sequence, token, head)
+    const int d0 = (int)(v - row * per_row) * 8;
+    const i64 bi = row / rows;
+    const i64 src = blocks[bi] * rows + (row - bi * rows);  // its row in the pool
+    const i64 gi = src * (D / group) + d0 / group;
+    const float s = __half2float(sc[gi]);
+    float f[8];
+    if (BITS == 8) {
+        const uint2 c = *reinterpret_cast<const uint2 *>(data + src * D + d0);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = __fmul_rn((float)(signed char)(((j < 4 ? c.x : c.y) >> (8 * (j % 4))) & 0xFFu), s);
+    } else {
+        const unsigned c = *reinterpret_cast<const unsigned *>(data + src * (D / 2) + d0 / 2);
+        const float o = __half2float(of[gi]);
+#pragma unroll
+        for (int j = 0; j < 8; j++) f[j] = __fadd_rn(__fmul_rn((float)((c >> (4 * j)) & 0xFu), s), o);
+    }
+    union {
+        T e[8];
+        uint4 u;
+    } r;
+#pragma unroll
+    for (int j = 0; j < 8; j++) r.e[j] = from_f<T>(f[j]);
+    *reinterpret_cast<uint4 *>(out + row * D + d0) = r.u;
+}
+
 }  // namespace ninfer
 
 // Entry points for one dtype: the write per head_dim, attention per (head_dim, bits, rows per block).
@@ -509,6 +548,15 @@ __device__ __forceinline__ void kvq_attention_split(
     NINFER_KVQ_ATTN(S, T, D, 8, 4) NINFER_KVQ_ATTN(S, T, D, 8, 8) \
     NINFER_KVQ_ATTN(S, T, D, 4, 4) NINFER_KVQ_ATTN(S, T, D, 4, 8)
 
+#define NINFER_KVQ_GATHER(S, T, BITS)                                                                   \
+    extern "C" __global__ void __launch_bounds__(256) kvq_gather_##S##_b##BITS(                         \
+        const unsigned char *data, const __half *sc, const __half *of, const long long *blocks, T *out, \
+        int nblk, int rows, int D, int group) {                                                         \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::kvq_gather<T, BITS>(data, sc, of, blocks, out, nblk, rows, D, group);                   \
+    }
+
 #define NINFER_KVQ_KERNELS(S, T)                                                                        \
     NINFER_KVQ_WRITE(S, T, 64) NINFER_KVQ_WRITE(S, T, 128) NINFER_KVQ_WRITE(S, T, 256)                  \
-    NINFER_KVQ_ATTN_D(S, T, 64) NINFER_KVQ_ATTN_D(S, T, 128) NINFER_KVQ_ATTN_D(S, T, 256)
+    NINFER_KVQ_ATTN_D(S, T, 64) NINFER_KVQ_ATTN_D(S, T, 128) NINFER_KVQ_ATTN_D(S, T, 256)               \
+    NINFER_KVQ_GATHER(S, T, 8) NINFER_KVQ_GATHER(S, T, 4)
