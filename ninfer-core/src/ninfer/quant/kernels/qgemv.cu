@@ -802,6 +802,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
+#ifndef QMV_ADDR  // 1: bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch); 0: as before
+#define QMV_ADDR 1
+#endif
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
 // of set s token 8 s + g (past ntok the last repeats).
 // SILU (one token; qmv1s_*): the weight is [gate | up] (N = 2 I rows, I a multiple of 16) and y[n] = silu(gate_n . x)
@@ -849,7 +852,39 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         xt[s] = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(8 * s + g, ntok - 1) * K) + 8 * t);
     uint4 wv[B];
     unsigned sv[B], zv[B];
-    auto fetch = [&](int b) {  // burst b: chunks B b .. B b + B - 1, contiguous
+    // burst b (chunks B b .. B b + B - 1, contiguous) from wb, the pointer to its first chunk. QMV_ADDR (the default):
+    // the loop steps wb, the chunks sit at immediate offsets from it, and the burst's groups (chunk u in group
+    // ((B b) >> lg) + (u >> lg), B a power of two) load once each from one pointer; 0: every chunk's weight, scale and
+    // zero-point addresses computed from b and u (the form before: ~40 of the 275 instructions of an int4 burst).
+    auto fetch = [&](const uint4 *wb, int b) {
+#if QMV_ADDR
+#pragma unroll
+        for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
+        const int g0 = (b * B) >> lg;
+        const unsigned *sb = St + g0 * 8;
+        const unsigned short *zb = ZP ? Zt + g0 * 8 : nullptr;
+        auto group = [&](int u, int du) {  // chunk u takes group g0 + du
+            sv[u] = __ldg(sb + du * 8);
+            zv[u] = ZP ? (unsigned)__ldg(zb + du * 8) : ZSYM;
+        };
+        if (lg == 0) {
+#pragma unroll
+            for (int u = 0; u < B; u++) group(u, u);
+        } else if (lg == 1) {
+#pragma unroll
+            for (int u = 0; u < B; u += 2) {
+                group(u, u / 2);
+                if (u + 1 < B) sv[u + 1] = sv[u], zv[u + 1] = zv[u];
+            }
+        } else if (B <= 4) {  // lg >= 2: the whole burst in one group
+            group(0, 0);
+#pragma unroll
+            for (int u = 1; u < B; u++) sv[u] = sv[0], zv[u] = zv[0];
+        } else {
+#pragma unroll
+            for (int u = 0; u < B; u++) group(u, u >> lg);
+        }
+#else
 #pragma unroll
         for (int u = 0; u < B; u++) {
             qm_load_w(wv[u], Wt + (i64)(b * B + u) * 32, true);
@@ -857,27 +892,30 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             sv[u] = __ldg(St + gi * 8);
             zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
         }
+#endif
     };
+    const i64 wstep = (i64)warps * B * 32;  // uint4s from one of this warp's bursts to its next
+    const uint4 *wb = Wt + (i64)warp * B * 32;
 #pragma unroll
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
-    if (b < nburst) fetch(b);
+    if (b < nburst) fetch(wb, b);
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
 #pragma unroll
     for (int s = 0; s < SETS; s++) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.f;
-    for (; b < nburst; b += warps) {
+    for (; b < nburst; b += warps, wb += wstep) {
         if (QMV_L2PF > 0 && lane < 4 * B && b + QMV_L2PF * warps < nburst) {  // 4 B lines of 128 bytes a burst
             const char *pf = reinterpret_cast<const char *>(Wp + ((i64)tile * nchunk + (i64)(b + QMV_L2PF * warps) * B)
                                                             * 32) + lane * 128;
             asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
         }
-        if (!QMV_PIPE && b != warp) fetch(b);
+        if (!QMV_PIPE && b != warp) fetch(wb, b);
         uint4 wc[B];
         unsigned sc[B], zc[B];
 #pragma unroll
         for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
-        if (QMV_PIPE && b + warps < nburst) fetch(b + warps);  // the next burst in flight while this one is used
+        if (QMV_PIPE && b + warps < nburst) fetch(wb + wstep, b + warps);  // the next burst in flight meanwhile
 #pragma unroll
         for (int u = 0; u < B; u++) {
             const int c = b * B + u;
