@@ -338,9 +338,9 @@ def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):
     w, the kernel module, the kernels' name suffix)."""
     k, n = w.in_features, w.scales.shape[0]
     if (not QMV1 or not enabled or not x.is_cuda or x.dtype not in _SUFFIX or x.numel() != k
-            or w.packing != "tiles16" or BENCH_SOURCE is not None or BENCH_EXTRA or (n, k, w.bits) in CONFIG_OVERRIDE
-            or not qmv_covers(w) or not tiles_cover(w, x.device)):
-        return None
+            or w.packing != "tiles16" or BENCH_SOURCE is not None or (n, k, w.bits) in CONFIG_OVERRIDE
+            or not qmv_covers(w, BENCH_EXTRA) or not tiles_cover(w, x.device)):
+        return None  # (bench variants of the burst kernel, -DQMV_ options only, take these forms from their build)
     if w.perm is not None:
         x = x.index_select(-1, w.perm)
     x2 = x.reshape(1, k).contiguous()
@@ -348,7 +348,7 @@ def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):
         x2 = x2.clone()
     sp, zp = tile_params(w)
     tiles = -(-n // TILE_ROWS)
-    mod = _module(x.device)
+    mod = _module(x.device, BENCH_EXTRA)
     name = qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None)
     return x2, sp, zp, tiles, QMV_WARPS or qmv_warps(mod[name], tiles, k, w.bits, x.device), mod, name[4:]
 

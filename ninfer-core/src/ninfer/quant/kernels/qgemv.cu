@@ -852,47 +852,49 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         xt[s] = reinterpret_cast<const uint4 *>(x + (ONE ? 0 : (i64)min(8 * s + g, ntok - 1) * K) + 8 * t);
     uint4 wv[B];
     unsigned sv[B], zv[B];
-    // burst b (chunks B b .. B b + B - 1, contiguous) from wb, the pointer to its first chunk. QMV_ADDR (the default):
-    // the loop steps wb, the chunks sit at immediate offsets from it, and the burst's groups (chunk u in group
-    // ((B b) >> lg) + (u >> lg), B a power of two) load once each from one pointer; 0: every chunk's weight, scale and
-    // zero-point addresses computed from b and u (the form before: ~40 of the 275 instructions of an int4 burst).
+    // burst b (chunks B b .. B b + B - 1, contiguous) from wb, the pointer to its first chunk. QMV_ADDR (the default,
+    // one token): the loop steps wb, the chunks sit at immediate offsets from it, and the burst's groups (chunk u in
+    // group ((B b) >> lg) + (u >> lg), B a power of two) load once each from one pointer; otherwise (QMV_ADDR=0, and
+    // the 8- and 16-token forms, which it made slower: 0.620 against 0.659 of copy bandwidth, int4 at 8 tokens) every
+    // chunk's weight, scale and zero-point addresses are computed from b and u (~40 of the 275 SASS instructions of an
+    // int4 one-token burst; 255 with QMV_ADDR).
     auto fetch = [&](const uint4 *wb, int b) {
-#if QMV_ADDR
+        if (QMV_ADDR && ONE) {
 #pragma unroll
-        for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
-        const int g0 = (b * B) >> lg;
-        const unsigned *sb = St + g0 * 8;
-        const unsigned short *zb = ZP ? Zt + g0 * 8 : nullptr;
-        auto group = [&](int u, int du) {  // chunk u takes group g0 + du
-            sv[u] = __ldg(sb + du * 8);
-            zv[u] = ZP ? (unsigned)__ldg(zb + du * 8) : ZSYM;
-        };
-        if (lg == 0) {
+            for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
+            const int g0 = (b * B) >> lg;
+            const unsigned *sb = St + g0 * 8;
+            const unsigned short *zb = ZP ? Zt + g0 * 8 : nullptr;
+            auto group = [&](int u, int du) {  // chunk u takes group g0 + du
+                sv[u] = __ldg(sb + du * 8);
+                zv[u] = ZP ? (unsigned)__ldg(zb + du * 8) : ZSYM;
+            };
+            if (lg == 0) {
 #pragma unroll
-            for (int u = 0; u < B; u++) group(u, u);
-        } else if (lg == 1) {
+                for (int u = 0; u < B; u++) group(u, u);
+            } else if (lg == 1) {
 #pragma unroll
-            for (int u = 0; u < B; u += 2) {
-                group(u, u / 2);
-                if (u + 1 < B) sv[u + 1] = sv[u], zv[u + 1] = zv[u];
+                for (int u = 0; u < B; u += 2) {
+                    group(u, u / 2);
+                    if (u + 1 < B) sv[u + 1] = sv[u], zv[u + 1] = zv[u];
+                }
+            } else if (B <= 4) {  // lg >= 2: the whole burst in one group
+                group(0, 0);
+#pragma unroll
+                for (int u = 1; u < B; u++) sv[u] = sv[0], zv[u] = zv[0];
+            } else {
+#pragma unroll
+                for (int u = 0; u < B; u++) group(u, u >> lg);
             }
-        } else if (B <= 4) {  // lg >= 2: the whole burst in one group
-            group(0, 0);
-#pragma unroll
-            for (int u = 1; u < B; u++) sv[u] = sv[0], zv[u] = zv[0];
         } else {
 #pragma unroll
-            for (int u = 0; u < B; u++) group(u, u >> lg);
+            for (int u = 0; u < B; u++) {
+                qm_load_w(wv[u], Wt + (i64)(b * B + u) * 32, true);
+                const int gi = (b * B + u) >> lg;
+                sv[u] = __ldg(St + gi * 8);
+                zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
+            }
         }
-#else
-#pragma unroll
-        for (int u = 0; u < B; u++) {
-            qm_load_w(wv[u], Wt + (i64)(b * B + u) * 32, true);
-            const int gi = (b * B + u) >> lg;
-            sv[u] = __ldg(St + gi * 8);
-            zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
-        }
-#endif
     };
     const i64 wstep = (i64)warps * B * 32;  // uint4s from one of this warp's bursts to its next
     const uint4 *wb = Wt + (i64)warp * B * 32;
