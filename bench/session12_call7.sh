@@ -1,4 +1,4 @@
-# Session 12, call 7: call 6 again with the stepped pointer for one token only (the 8- and 16-token forms as before,' scales loaded once a burst
+# Session 12, call 7: call 6 again with the stepped pointer for one token only (the 8- and 16-token forms as before,
 # which it made slower) and the variant taking the one-launch SwiGLU and GDN forms from its own build (a fair e2e A/B),
 # GEMV only and end to end; the quantised kernel tests. Kernels: .kc_s12e.
 source bench/device_env.sh
