@@ -802,7 +802,7 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
-#ifndef QMV_ADDR  // 1: bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch); 0: as before
+#ifndef QMV_ADDR  // 1: int4 one-token bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch)
 #define QMV_ADDR 1
 #endif
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
@@ -853,13 +853,13 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     uint4 wv[B];
     unsigned sv[B], zv[B];
     // burst b (chunks B b .. B b + B - 1, contiguous) from wb, the pointer to its first chunk. QMV_ADDR (the default,
-    // one token): the loop steps wb, the chunks sit at immediate offsets from it, and the burst's groups (chunk u in
-    // group ((B b) >> lg) + (u >> lg), B a power of two) load once each from one pointer; otherwise (QMV_ADDR=0, and
-    // the 8- and 16-token forms, which it made slower: 0.620 against 0.659 of copy bandwidth, int4 at 8 tokens) every
-    // chunk's weight, scale and zero-point addresses are computed from b and u (~40 of the 275 SASS instructions of an
-    // int4 one-token burst; 255 with QMV_ADDR).
+    // int4, one token): the loop steps wb, the chunks sit at immediate offsets from it, and the burst's groups (chunk u
+    // in group ((B b) >> lg) + (u >> lg), B a power of two) load once each from one pointer: 255 SASS instructions a
+    // burst against 275, 27B W4A16 decode +2.5 % (H200, bench/RESULTS.md session 12). Otherwise (QMV_ADDR=0, int8 and
+    // the 8- and 16-token forms, which it made slower: int8 one token -1 %, int4 at 8 tokens 0.620 against 0.659 of
+    // copy bandwidth) every chunk's weight, scale and zero-point addresses are computed from b and u.
     auto fetch = [&](const uint4 *wb, int b) {
-        if (QMV_ADDR && ONE) {
+        if (QMV_ADDR && ONE && BITS == 4) {
 #pragma unroll
             for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
             const int g0 = (b * B) >> lg;
