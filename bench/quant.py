@@ -78,8 +78,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1 burst 8": dict(split=(16,), extra=("-DQMV_BURST=8",)),
     # session 12: the bursts' weight, scale and zero-point addresses as before the stepped pointer (QMV_ADDR=1, default)
     "qmv1 addresses as before (QMV_ADDR=0)": dict(split=(16,), extra=("-DQMV_ADDR=0",)),
-    # session 12: int4 one-token codes raw into the MMA, offsets off by a second MMA (64 HFMA2 a burst -> 16 HMMA)
-    "qmv1 int4 raw codes, offset by a second mma (QMV_RAW=1)": dict(split=(16,), extra=("-DQMV_RAW=1",)),
     # session 12: the next burst in flight at the default caps (int4 69-71 registers, int8 58-61, no spills: 28 and 32
     # warps an SM), and at 64 registers for int4 (32 warps)
     "qmv1 burst 2, pipelined, int4 64 registers": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1",

@@ -802,9 +802,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
-#ifndef QMV_RAW
-#define QMV_RAW 0
-#endif
 #ifndef QMV_ADDR  // 1: int4 one-token bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch)
 #define QMV_ADDR 1
 #endif
@@ -835,9 +832,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
     constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
     constexpr bool ONE = NS == 0;
-    // QMV_RAW (measurements): one-token int4 codes into the MMA with their exponent bits only, the offset and zero
-    // point off by a second MMA of the same activations by the constant fragment -(c + z) (qmma's QM_RAW form)
-    constexpr bool QRAW = QMV_RAW && ONE && BITS == 4 && QmDeq<T, BITS>::RAW;
     constexpr int SETS = ONE ? 1 : NS;
     constexpr int NACC = ONE ? 2 : 4;  // a set's accumulators kept: ONE rows g, g + 8 of column 2t; else also 2t + 1
     __shared__ float red_s[QM_MAX_WARPS][SETS * NACC][32];
@@ -943,20 +937,16 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
                 for (int s2 = 0; s2 < 2; s2++) {
                     unsigned a[4];
-                    if (QRAW)
-                        dq.raw(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
-                    else
-                        dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
+                    dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
 #pragma unroll
                     for (int s = 0; s < SETS; s++) {
                         const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
                         qm_mma(tmp[s], a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
-                        if (QRAW) qm_mma(tmp[s], dq.neg, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
                     }
                 }
             }
             const float s0 = qm_scale(sc[u] & 0xFFFFu, (const ST *)nullptr);
-            const float s1 = qm_scale_hi(sc[u], (const ST *)nullptr) * (QRAW ? QmDeq<T, BITS>::S8 : 1.f);
+            const float s1 = qm_scale_hi(sc[u], (const ST *)nullptr);
 #pragma unroll
             for (int s = 0; s < SETS; s++) {
                 acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
