@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from decode import copy_bandwidth  # noqa: E402
+from timing import event_median_s  # noqa: E402
 
 HK, H, D, K = 16, 48, 128, 4  # Qwen3.5-27B linear attention
 QK, VW = HK * D, H * D
@@ -55,15 +56,7 @@ def graph_time(fn) -> float:
             for _ in range(CALLS):
                 fn()
     run()
-    times = []
-    for _ in range(REPS):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        run()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3 / CALLS)
-    return sorted(times)[len(times) // 2]
+    return event_median_s(run, REPS) / CALLS
 
 
 def cases(dtype: torch.dtype):

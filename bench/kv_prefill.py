@@ -20,6 +20,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from decode import matmul_rate  # noqa: E402
 from kv_attention import SHAPES, random_pool  # noqa: E402
+from timing import event_median_s  # noqa: E402
 
 from ninfer.kernels.attention import prefill_sdpa  # noqa: E402
 from ninfer.ops import DeviceSpec, resolve  # noqa: E402
@@ -29,18 +30,10 @@ from ninfer.quant.kv_cache import rotate  # noqa: E402
 BS = 64
 
 
-def ms(fn, warm=3, reps=10) -> float:
+def ms(fn, *args, warm=3, reps=10) -> float:
     for _ in range(warm):
-        fn()
-    times = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1))
-    return sorted(times)[len(times) // 2]
+        fn(*args)
+    return event_median_s(lambda: fn(*args), reps) * 1e3
 
 
 def before(q, kc, vc, table, positions, scale):
@@ -78,12 +71,11 @@ def main():
             for fmt in ("bf16", "int8", "int4"):
                 kc, vc = random_pool(fmt, True, nblk, Hk, D), random_pool(fmt, False, nblk, Hk, D)
                 ops = resolve(a.backend, DeviceSpec.of(torch.device("cuda"), torch.bfloat16), kv_format=fmt)
-                rows = [("kvq_gather kernel" if fmt != "bf16" else "none (peer)",
-                         lambda: ops.paged_attention(q, kc, vc, table, positions, D ** -0.5))]
+                rows = [("kvq_gather kernel" if fmt != "bf16" else "none (peer)", ops.paged_attention)]
                 if fmt != "bf16":
-                    rows.append(("torch ops (before)", lambda: before(q, kc, vc, table, positions, D ** -0.5)))
+                    rows.append(("torch ops (before)", before))
                 for label, fn in rows:
-                    t = ms(fn)
+                    t = ms(fn, q, kc, vc, table, positions, D ** -0.5)
                     base = t if fmt == "bf16" else base
                     print(f"| {shape} | {L} | {fmt} | {label} | {t:.2f} | {fl / (t / 1e3) / flops:.2f} | "
                           f"{t / base:.2f} |", flush=True)

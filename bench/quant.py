@@ -400,6 +400,16 @@ def profile_part(name, bits, shape, layers, steps=5):
     torch.cuda.empty_cache()
 
 
+def guarded(what: str, fn, *args, **kw):
+    """One part of one model: a failure prints one line and frees the GPU memory, so it does not hide the others."""
+    try:
+        return fn(*args, **kw)
+    except Exception as e:
+        print(f"FAILED {what}: {type(e).__name__}: {str(e)[:400]}", flush=True)
+        torch.cuda.empty_cache()
+        return None
+
+
 def main():
     import decode as dec
 
@@ -435,22 +445,16 @@ def main():
         print("| model | kernel | tokens | GB read | ms | GB/s | of copy bw |\n|---|---|---|---|---|---|---|")
         for name in models:
             bits, *dims, _, _ = SHAPES[name]
-            try:
-                gemv_part(name, bits, dims, a.layers, bw, [int(w) for w in a.widths.split(",")])
-            except Exception as e:
-                print(f"FAILED gemv {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                torch.cuda.empty_cache()
+            guarded(f"gemv {name}", gemv_part, name, bits, dims, a.layers, bw, [int(w) for w in a.widths.split(",")])
     tuned = {}
     if "sweep" in parts:
         print("| model | N x K | tiles | default GB/s (of copy) | best | all (w = warps/tile, u = loads/lane) |\n"
               "|---|---|---|---|---|---|")
         for name in models:
             bits, *dims, _, _ = SHAPES[name]
-            try:
-                tuned[name] = sweep_part(name, bits, dims, bw)
-            except Exception as e:
-                print(f"FAILED sweep {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                torch.cuda.empty_cache()
+            best = guarded(f"sweep {name}", sweep_part, name, bits, dims, bw)
+            if best is not None:
+                tuned[name] = best
     if a.tuned and "sweep" in parts:
         with open(a.tuned, "w") as f:
             json.dump({m: [[list(key), cfg[0], list(cfg[1])] for key, cfg in t.items()] for m, t in tuned.items()}, f)
@@ -467,20 +471,12 @@ def main():
                 continue
             bits, *_, shape = SHAPES[name]
             for packing in a.prefill_packing.split(","):
-                try:
-                    prefill_part(name, bits, shape, int(lay[name]), a.prefill_ctx, flops,
-                                 lm_head_bits={"int8": 8, "int4": 4}.get(a.lm_head.split(",")[0], 0), packing=packing)
-                except Exception as e:
-                    print(f"FAILED prefill {name} {packing}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                    torch.cuda.empty_cache()
+                guarded(f"prefill {name} {packing}", prefill_part, name, bits, shape, int(lay[name]), a.prefill_ctx,
+                        flops, lm_head_bits={"int8": 8, "int4": 4}.get(a.lm_head.split(",")[0], 0), packing=packing)
     if "profile" in parts:
         for name in models:
             bits, *_, shape = SHAPES[name]
-            try:
-                profile_part(name, bits, shape, a.profile_layers)
-            except Exception as e:
-                print(f"FAILED profile {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                torch.cuda.empty_cache()
+            guarded(f"profile {name}", profile_part, name, bits, shape, a.profile_layers)
     if "e2e" in parts:
         lay = dict(kv.split("=") for kv in a.e2e_layers.split(","))
         print("| model | layers | GEMV | decode tok/s | step GB | of copy bw | scaled to all layers |\n"
@@ -490,12 +486,8 @@ def main():
                 continue
             bits, *_, shape = SHAPES[name]
             for head in a.lm_head.split(","):
-                try:
-                    e2e_part(name, bits, shape, int(lay[name]), bw, tuned.get(name, {}),
-                             {"none": 0, "int8": 8, "int4": 4}[head.strip()])
-                except Exception as e:  # one model failing must not hide the other
-                    print(f"FAILED e2e {name}: {type(e).__name__}: {str(e)[:400]}", flush=True)
-                    torch.cuda.empty_cache()
+                guarded(f"e2e {name}", e2e_part, name, bits, shape, int(lay[name]), bw, tuned.get(name, {}),
+                        {"none": 0, "int8": 8, "int4": 4}[head.strip()])
 
 
 if __name__ == "__main__":

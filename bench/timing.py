@@ -6,6 +6,19 @@ from __future__ import annotations
 import torch
 
 
+def event_median_s(run, reps: int) -> float:
+    """Median seconds of ``reps`` calls of ``run()`` on the current stream, each between two CUDA events."""
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return sorted(times)[len(times) // 2]
+
+
 def graph_us(fn, inner: int = 20, reps: int = 15, drop: int = 2) -> float:
     """Median microseconds of one call; ``fn(i)`` is the i-th call of the graph (rotate inputs past L2 by i).
     The first ``drop`` replays are discarded."""
