@@ -168,15 +168,7 @@ def prefill_attention() -> list[dict]:
         fn = lambda: prefill_sdpa(q, kc, vc, bt, positions, Dh ** -0.5)  # noqa: E731
         fn()
         torch.cuda.synchronize()
-        times = []
-        for _ in range(7):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        t = sorted(times)[len(times) // 2]
+        t = event_median_s(fn, 7)
         rows.append({"op": "prefill_sdpa", "variant": variant, "T": T, "L": L, "ms": round(t * 1e3, 3),
                      "TFLOP_s": round(flops / t / 1e12, 1)})
         print(f"prefill attention T={T} L={L} ({variant:11}): {t * 1e3:7.3f} ms  {flops / t / 1e12:6.1f} TFLOP/s "

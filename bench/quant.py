@@ -461,14 +461,12 @@ def main():
     elif a.tuned and os.path.exists(a.tuned):
         with open(a.tuned) as f:
             tuned = {m: {tuple(key): (wp, tuple(extra)) for key, wp, extra in t} for m, t in json.load(f).items()}
+    lay = dict(kv.split("=") for kv in a.e2e_layers.split(","))  # layers of the prefill and e2e models
     if "prefill" in parts:
         flops = dec.matmul_rate()
-        lay = dict(kv.split("=") for kv in a.e2e_layers.split(","))
         print(f"bf16 matmul {flops / 1e12:.0f} TFLOP/s (8192^3, median of 10)\n"
               "| model | layers | dequantisation | ctx | prefill tok/s (range) | of bf16 matmul |\n|---|---|---|---|---|---|")
-        for name in models:
-            if name not in lay:
-                continue
+        for name in (m for m in models if m in lay):
             bits, *_, shape = SHAPES[name]
             for packing in a.prefill_packing.split(","):
                 guarded(f"prefill {name} {packing}", prefill_part, name, bits, shape, int(lay[name]), a.prefill_ctx,
@@ -478,12 +476,9 @@ def main():
             bits, *_, shape = SHAPES[name]
             guarded(f"profile {name}", profile_part, name, bits, shape, a.profile_layers)
     if "e2e" in parts:
-        lay = dict(kv.split("=") for kv in a.e2e_layers.split(","))
         print("| model | layers | GEMV | decode tok/s | step GB | of copy bw | scaled to all layers |\n"
               "|---|---|---|---|---|---|---|")
-        for name in models:
-            if name not in lay:
-                continue
+        for name in (m for m in models if m in lay):
             bits, *_, shape = SHAPES[name]
             for head in a.lm_head.split(","):
                 guarded(f"e2e {name}", e2e_part, name, bits, shape, int(lay[name]), bw, tuned.get(name, {}),
