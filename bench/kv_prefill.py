@@ -2,7 +2,8 @@
 tokens (queries at L-2048 .. L-1 over keys 0 .. L-1, causal), at the Llama-3-8B shape (32 q / 8 kv heads of 128)
 and the Qwen3.5-27B one (24 / 4 of 256), L = 8K and 32K. The quantised caches' blocks are dequantised into the
 query's dtype, then torch SDPA runs as on the bf16 path: by ``kvq_gather`` (one launch a pool, the default) and by
-``kv_ops._gather``'s torch ops (before), same process and pools; the bf16 cache (SDPA alone) is the peer. Each op
+``kv_ops._gather``'s torch ops (before), same process and pools; the bf16 cache (SDPA alone) is the peer, with
+its K and V read per KV head (enable_gqa, the default) and repeated to the query heads first (before). Each op
 eagerly, median of 10 timed calls after 3 warm-ups (events), in ms; the fraction is of the bf16 matmul rate measured
 in the same call for the attention's matrix FLOPs (causal QK^T and PV over the chunk: 2 x 2 x T x (L - T/2) x Hq x D).
 
@@ -71,12 +72,17 @@ def main():
             for fmt in ("bf16", "int8", "int4"):
                 kc, vc = random_pool(fmt, True, nblk, Hk, D), random_pool(fmt, False, nblk, Hk, D)
                 ops = resolve(a.backend, DeviceSpec.of(torch.device("cuda"), torch.bfloat16), kv_format=fmt)
-                rows = [("kvq_gather kernel" if fmt != "bf16" else "none (peer)", ops.paged_attention)]
+                rows = [("kvq_gather kernel" if fmt != "bf16" else "none (peer)", ops.paged_attention, None)]
                 if fmt != "bf16":
-                    rows.append(("torch ops (before)", before))
-                for label, fn in rows:
+                    rows.append(("torch ops (before)", before, None))
+                else:  # the bf16 path as before this session: K and V repeated to the query heads for SDPA
+                    rows.append(("none, K/V repeated to the q heads (before)", ops.paged_attention, "repeat"))
+                for label, fn, gqa in rows:
+                    if gqa:
+                        os.environ["NINFER_PREFILL_GQA"] = gqa
                     t = ms(fn, q, kc, vc, table, positions, D ** -0.5)
-                    base = t if fmt == "bf16" else base
+                    os.environ.pop("NINFER_PREFILL_GQA", None)
+                    base = t if fmt == "bf16" and gqa is None else base
                     print(f"| {shape} | {L} | {fmt} | {label} | {t:.2f} | {fl / (t / 1e3) / flops:.2f} | "
                           f"{t / base:.2f} |", flush=True)
                 del kc, vc

@@ -101,12 +101,16 @@ def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
                                            enable_gqa=True)
     elif T == L - first and os.environ.get("NINFER_PREFILL_ATTN") != "mask":
         # a later chunk of one prompt (positions first..last): the causal mask aligned to the bottom right, which
-        # the flash kernels take without a mask tensor (k, v repeated to the query heads for them)
-        r = Hq // Hk
-        kr = k.repeat_interleave(r, dim=0) if r > 1 else k  # [Hq, L, D]
-        vr = v.repeat_interleave(r, dim=0) if r > 1 else v
-        o = F.scaled_dot_product_attention(qh[None], kr[None], vr[None], attn_mask=causal_lower_right(T, L),
-                                           scale=scale)
+        # the flash kernels take without a mask tensor, reading each KV head for its query heads (enable_gqa);
+        # NINFER_PREFILL_GQA=repeat (measurements): k, v repeated to the query heads first, as before
+        if os.environ.get("NINFER_PREFILL_GQA") == "repeat" and Hq > Hk:
+            r = Hq // Hk
+            o = F.scaled_dot_product_attention(qh[None], k.repeat_interleave(r, dim=0)[None],
+                                               v.repeat_interleave(r, dim=0)[None],
+                                               attn_mask=causal_lower_right(T, L), scale=scale)
+        else:
+            o = F.scaled_dot_product_attention(qh[None], k[None], v[None], attn_mask=causal_lower_right(T, L),
+                                               scale=scale, enable_gqa=Hq > Hk)
     else:
         mask = torch.arange(L, device=q.device)[None, :] <= positions[:, None]  # [T, L], True = attend
         o = F.scaled_dot_product_attention(qh[None], k[None], v[None], attn_mask=mask, scale=scale,
