@@ -6,7 +6,8 @@ every length up to that capacity. A block of up to 4 query rows (decode of a GQA
 split's K and V rows together in one pass; larger blocks score the whole split first, then read V
 (``attention.cuh``). Prefill (not graph-captured) gathers the used blocks and calls
 ``torch.nn.functional.scaled_dot_product_attention``: reading the chunk's first and last position is its
-one host sync per forward; a later chunk of a prompt uses the bottom-right causal mask
+one host sync per forward; a later chunk of a prompt uses the bottom-right causal mask, each KV head read for its
+query heads (``enable_gqa``; on the H200 7-15 % faster than repeating K and V first, bench/RESULTS.md session 12)
 (``NINFER_PREFILL_ATTN=mask``: an explicit boolean mask, as before).
 """
 
