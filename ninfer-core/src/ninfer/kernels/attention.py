@@ -87,6 +87,13 @@ def _span(positions) -> tuple[int, int]:
     return first, last
 
 
+def _flash_gqa(qh, k, v) -> bool:
+    """Whether torch's flash SDPA kernel serves these [H, L, D] heads with enable_gqa (what CausalBias tries first)."""
+    from torch.backends.cuda import SDPAParams, can_use_flash_attention
+
+    return bool(can_use_flash_attention(SDPAParams(qh[None], k[None], v[None], None, 0.0, False, True)))
+
+
 def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
     """Causal attention for a prefill chunk through torch SDPA over the gathered blocks."""
     T, Hq, D = q.shape
@@ -102,9 +109,11 @@ def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
                                            enable_gqa=True)
     elif T == L - first and os.environ.get("NINFER_PREFILL_ATTN") != "mask":
         # a later chunk of one prompt (positions first..last): the causal mask aligned to the bottom right, which
-        # the flash kernels take without a mask tensor, reading each KV head for its query heads (enable_gqa);
-        # NINFER_PREFILL_GQA=repeat (measurements): k, v repeated to the query heads first, as before
-        if os.environ.get("NINFER_PREFILL_GQA") == "repeat" and Hq > Hk:
+        # the flash kernels take without a mask tensor, reading each KV head for its query heads (enable_gqa).
+        # Where flash cannot serve (sm_75, float32, ...) torch's other kernel for this mask takes no GQA and torch
+        # would build the [T, L] mask instead: k, v are repeated to the query heads first there, as before (and under
+        # NINFER_PREFILL_GQA=repeat, for measurements)
+        if Hq > Hk and (os.environ.get("NINFER_PREFILL_GQA") == "repeat" or not _flash_gqa(qh, k, v)):
             r = Hq // Hk
             o = F.scaled_dot_product_attention(qh[None], k.repeat_interleave(r, dim=0)[None],
                                                v.repeat_interleave(r, dim=0)[None],
