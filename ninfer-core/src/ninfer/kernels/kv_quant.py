@@ -95,7 +95,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
     def gather(pool, blocks, dtype):
         """The blocks dequantised into [nblk, bs, Hk, D] in dtype: one kvq_gather launch (bit for bit
         kv_ops._gather(...).to(dtype)) where it serves, else those torch ops."""
-        nb, bs, hk = pool.data.shape[:3]
+        bs, hk = pool.data.shape[1:3]
         D = pool.head_dim
         if D % 8 or pool.group % 8 or dtype not in lib.dtypes or not pool.scale.is_contiguous():
             return kv_ops._gather(pool, blocks).to(dtype)

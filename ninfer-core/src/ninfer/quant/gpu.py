@@ -1,6 +1,6 @@
 """The grouped-int GEMV on CUDA: compile ``kernels/qgemv.cu`` with the core's NVRTC toolchain, launch
-it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16): a tiled
-weight is dequantised by one launch of ``qdeq_*`` (:func:`dequantize_dense`), anything else by ``layout.dequantize``.
+it for decode/verify widths (1..16 tokens), and fall back to dequantise + cuBLAS for prefill (T > 16): the dense
+weight comes from one kernel launch (:func:`dequantize_dense`: ``qdeq_*`` for tiles, ``qdeqr_*`` for row packing).
 
 Two kernels. On sm_80+ a weight the tensor-core kernel covers (integer or no zero point, 16-bit
 scales, group_size % 32 == 0, K % 64 (int4) / 32 (int8) == 0; see TILE_BITS) is
@@ -409,8 +409,8 @@ def dequantize_dense(w: QuantWeight, dtype: torch.dtype) -> torch.Tensor:
     if not (w.qweight.is_cuda and dtype in _SUFFIX and w.bits in (4, 8)) or (
             dtype == torch.bfloat16 and torch.cuda.get_device_capability(w.qweight.device)[0] < 8):  # sm_75: fp16
         return dequantize(w, dtype)
-    out = torch.empty(n, k, dtype=dtype, device=w.qweight.device)
     if w.packing == "tiles16":
+        out = torch.empty(n, k, dtype=dtype, device=w.qweight.device)
         sp, zp = tile_params(w)
         total = -(-n // TILE_ROWS) * (k // tile_chunk(w.bits)) * 32
         name = f"qdeq_{_SUFFIX[dtype]}_s{_SUFFIX[w.scales.dtype]}_b{w.bits}_{'zp' if zp is not None else 'sym'}"
@@ -421,6 +421,7 @@ def dequantize_dense(w: QuantWeight, dtype: torch.dtype) -> torch.Tensor:
             or not w.qweight.is_contiguous()):
         return dequantize(w, dtype)
     s, o = gpu_params(w)
+    out = torch.empty(n, k, dtype=dtype, device=w.qweight.device)
     total = n * (k // per)
     _module(w.qweight.device)[f"qdeqr_{_SUFFIX[dtype]}_b{w.bits}"]((-(-total // 256),), (256,), w.qweight, s, o, out, n,
                                                                    k, w.group_size)
