@@ -100,17 +100,14 @@ __device__ __forceinline__ void qdequant_rows(const uint4 *__restrict__ Wq, cons
     const unsigned words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int q = 0; q < PER / 8; q++) {
-        union {
-            T e[8];
-            uint4 u;
-        } r;
+        float f[8];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int i = 8 * q + j;  // code i of the vector: word i / (32 / BITS), field i % (32 / BITS)
             const unsigned u = (words[i / (32 / BITS)] >> (BITS * (i % (32 / BITS)))) & ((1u << BITS) - 1);
-            r.e[j] = from_f<T>(__fmaf_rn((float)u, s, o));
+            f[j] = __fmaf_rn((float)u, s, o);
         }
-        *reinterpret_cast<uint4 *>(out + n * K + k0 + 8 * q) = r.u;
+        *reinterpret_cast<uint4 *>(out + n * K + k0 + 8 * q) = pack8<T>(f);
     }
 }
 
@@ -1065,13 +1062,7 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
                     for (int e = 0; e < 2; e++)
                         f[2 * wi + e] = ((float)((words[wi] >> (8 * (2 * h + e))) & 0xFFu) - z) * sc;
             }
-            union {
-                T e[8];
-                uint4 u;
-            } o;
-#pragma unroll
-            for (int j = 0; j < 8; j++) o.e[j] = from_f<T>(f[j]);
-            *reinterpret_cast<uint4 *>(out + (i64)n * K + c * CHUNK + 32 * r + 8 * t) = o.u;
+            *reinterpret_cast<uint4 *>(out + (i64)n * K + c * CHUNK + 32 * r + 8 * t) = pack8<T>(f);
         }
     }
 }

@@ -498,13 +498,7 @@ __device__ __forceinline__ void kvq_gather(const unsigned char *__restrict__ dat
 #pragma unroll
         for (int j = 0; j < 8; j++) f[j] = __fadd_rn(__fmul_rn((float)((c >> (4 * j)) & 0xFu), s), o);
     }
-    union {
-        T e[8];
-        uint4 u;
-    } r;
-#pragma unroll
-    for (int j = 0; j < 8; j++) r.e[j] = from_f<T>(f[j]);
-    *reinterpret_cast<uint4 *>(out + row * D + d0) = r.u;
+    *reinterpret_cast<uint4 *>(out + row * D + d0) = pack8<T>(f);
 }
 
 }  // namespace ninfer
