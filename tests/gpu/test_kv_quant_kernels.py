@@ -2,7 +2,8 @@
 that runs on this GPU and each of its dtypes, at the 8B (32 q / 8 kv heads of 128) and 27B (24 / 4 of 256)
 shapes and a head_dim-64 one: the fused write (K centring, rotation, codes, scales) and decode / verify
 attention (T <= 16) over int8, int4 and int4_norot caches scattered over a paged pool, poisoned outputs,
-relative L2 < 1e-2. Prefill (T > 16) and shapes the kernels do not cover must match as well (fallbacks)."""
+relative L2 < 1e-2. Prefill (T > 16: kvq_prefill, flash attention over the codes) and shapes the kernels do not
+cover (fallbacks) must match as well."""
 
 from __future__ import annotations
 
@@ -125,6 +126,89 @@ def test_prefill_gather_is_bit_for_bit(backend, fmt, Hq, Hk, D):
             got = gather(pool, blocks, dtype)
             assert got.shape == want.shape and got.dtype == dtype
             assert torch.equal(got, want), (dtype, (got.float() - want.float()).abs().max())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("Hq,Hk,D", SHAPES)
+@pytest.mark.parametrize("T,L,order", [(17, 17, "chunk"), (300, 300, "chunk"), (100, 2100, "chunk"),
+                                       (1000, 5000, "chunk"), (53, 900, "shuffled")])
+@pytest.mark.parametrize("mode", ["fused", "fused4"])
+def test_prefill_attention_fused(backend, fmt, Hq, Hk, D, T, L, order, mode, monkeypatch):
+    """Prefill (T > 16) through kvq_prefill, the codes dequantised inside the attention kernel: a first chunk
+    (T = L), later chunks (queries at L-T .. L-1), and queries at positions in no order; against the float32
+    reference, output poisoned. On sm_80+ the dense pass (kvq_gather + SDPA) must not run at all. Both forms of
+    the kernel: 8 warps a block (fused) and 4 (fused4)."""
+    from ninfer.kernels import kv_quant
+    from ninfer.kernels.gdn import tensor_cores
+
+    monkeypatch.setattr(kv_quant, "PREFILL_MODE", mode)
+    if tensor_cores(torch.cuda.current_device()):
+        def no_dense_pass(*a, **k):
+            raise AssertionError("the quantised prefill took the dense pass")
+        monkeypatch.setattr(kv_quant, "prefill_sdpa", no_dense_pass)
+    torch.manual_seed(L + T + D + Hq)
+    bs = 16 if L < 1000 else 64
+    kc, vc, block_table = _filled(fmt, L, 300, bs, Hk, D)
+    positions = torch.arange(L - T, L, device="cuda")
+    if order == "shuffled":  # distinct positions in no order, the greatest last (the ops' contract)
+        positions = torch.randperm(L - 1, device="cuda")[: T - 1]
+        positions = torch.cat([positions, torch.tensor([L - 1], device="cuda")])
+    for dtype in backend_dtypes(backend):
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
+        q = (2 * torch.randn(T, Hq, D, device="cuda")).to(dtype)
+        want = kv_ops.paged_attention(q.float(), kc, vc, block_table, positions, D ** -0.5)
+        poison_allocator()
+        out = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
+        assert out.shape == (T, Hq, D) and out.dtype == dtype
+        assert not out.isnan().any()
+        assert rel_l2(out, want) < TOL, (dtype, rel_l2(out, want))
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_prefill_fused_matches_dense_pass(backend, fmt, monkeypatch):
+    """kvq_prefill against the dense pass it replaced (kvq_gather + torch SDPA, the same dequantised values) on a
+    27B-shaped later chunk with strided query rows (q as the attention layer slices it from qkv)."""
+    from ninfer.kernels import kv_quant
+
+    Hq, Hk, D, T, L = 24, 4, 256, 600, 3000
+    torch.manual_seed(11)
+    kc, vc, block_table = _filled(fmt, L, 64, 64, Hk, D)
+    positions = torch.arange(L - T, L, device="cuda")
+    for dtype in backend_dtypes(backend):
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
+        qkv = torch.randn(T, (Hq + 2 * Hk) * D, device="cuda").to(dtype)
+        q = qkv[:, : Hq * D].view(T, Hq, D)
+        monkeypatch.setattr(kv_quant, "PREFILL_MODE", "fused")
+        fused = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
+        monkeypatch.setattr(kv_quant, "PREFILL_MODE", "gather")
+        dense = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
+        assert rel_l2(fused, dense) < 5e-3, (dtype, rel_l2(fused, dense))
+
+
+def test_prefill_auto_takes_the_fused_kernel_past_the_dense_bound(backend, monkeypatch):
+    """NINFER_KVQ_PREFILL=auto (the default): the dense pass while its copy of the used blocks fits
+    DENSE_MAX_BYTES, kvq_prefill beyond it (sm_80+); both give the reference's result."""
+    from ninfer.kernels import kv_quant
+    from ninfer.kernels.gdn import tensor_cores
+
+    Hq, Hk, D, bs = 32, 8, 128, 16
+    dtype = backend_dtypes(backend)[0]
+    kc, vc, block_table = _filled("int4", 640, 64, bs, Hk, D)
+    ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format="int4")
+    dense_calls = []
+    sdpa = kv_quant.prefill_sdpa
+    monkeypatch.setattr(kv_quant, "prefill_sdpa", lambda *a: dense_calls.append(1) or sdpa(*a))
+    monkeypatch.setattr(kv_quant, "PREFILL_MODE", "auto")
+    # the dense copy of 320 keys: 2 x 320 x 8 x 128 x 2 bytes = 1.25 MiB; of 640: 2.5 MiB
+    monkeypatch.setattr(kv_quant, "DENSE_MAX_BYTES", 2 * 2**20)
+    for L, dense in ((320, True), (640, not tensor_cores(torch.cuda.current_device()))):
+        positions = torch.arange(L - 100, L, device="cuda")
+        q = torch.randn(100, Hq, D, device="cuda").to(dtype)
+        dense_calls.clear()
+        out = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
+        assert bool(dense_calls) == dense, L
+        want = kv_ops.paged_attention(q.float(), kc, vc, block_table, positions, D ** -0.5)
+        assert rel_l2(out, want) < TOL
 
 
 @pytest.mark.parametrize("fmt", ["int8", "int4"])

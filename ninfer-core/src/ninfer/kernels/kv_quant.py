@@ -6,8 +6,10 @@ backend for the KV formats int8, int4 and int4_norot (``ninfer.quant.kv_cache``)
   reduction before the launch, as the reference does; every later write is the kernel alone.
 - ``paged_attention``: decode / verify (T <= 16 query tokens): flash-decoding over the codes, dequantised in
   registers, the query rotated instead of K, a rotated V's partial outputs rotated back, then the bf16
-  path's combine kernel. Prefill (T > 16): the used blocks dequantised (one ``kvq_gather`` launch for K and one
-  for V, into the query's dtype) and torch SDPA.
+  path's combine kernel. Prefill (T > 16): the dense pass, the used blocks dequantised (one ``kvq_gather`` launch
+  for K and one for V, into the query's dtype) and torch SDPA; or on sm_80+ ``kvq_prefill``, a flash attention
+  (mma.sync) that dequantises each tile of codes into shared memory, no dense copy of the context: by default
+  where that copy would exceed NINFER_KVQ_DENSE_MB (PREFILL_MODE below).
 
 Anything the kernels were not written for (CPU tensors, head_dim outside 64/128/256, a group other than 64,
 non-contiguous pools, a dtype the backend lacks) runs the reference op of ``ninfer.quant.kv_ops``. Nothing
@@ -24,6 +26,7 @@ from ..ops import OpImpl
 from ..quant import kv_ops
 from ..quant.kv_cache import QuantKVPool, hadamard_block, rotate
 from .attention import COMBINE_THREADS, DECODE_MAX_TOKENS, MAX_SPLITS, prefill_sdpa, split_size
+from .gdn import smem_optin, tensor_cores
 from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
 from .ops import serves
 
@@ -33,6 +36,28 @@ KVQ_FORMATS = ("int8", "int4", "int4_norot")
 SPLIT_KEYS = int(os.environ.get("NINFER_KVQ_SPLIT", "0"))
 GROUP = 64  # KVQ_GROUP in kv_quant.cuh
 WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
+
+
+# Prefill (T > 16) over a quantised cache, NINFER_KVQ_PREFILL:
+#   "auto" (default): the dense pass while its copy of the context (K and V of the used blocks in the query's dtype)
+#     stays within NINFER_KVQ_DENSE_MB (256), kvq_prefill beyond. On the H200 the dense pass (kvq_gather + torch's
+#     flash SDPA) is 1.7-1.9x faster than kvq_prefill at 8K-32K (bench/RESULTS.md, 2026-12-04 session 13); the fused
+#     kernel allocates nothing beyond its output however long the context, so a long prompt never needs a copy of
+#     its cache;
+#   "fused": kvq_prefill always (8 warps, 128 query rows a block; 4 where shared memory is short); "fused4": its
+#     4-warp form (A/B); "gather": the dense pass always (and below sm_80, where kvq_prefill does not run).
+PREFILL_MODE = os.environ.get("NINFER_KVQ_PREFILL", "auto")
+DENSE_MAX_BYTES = int(os.environ.get("NINFER_KVQ_DENSE_MB", "256")) * 2**20
+LOG2E = 1.4426950408889634
+
+
+def prefill_smem(D: int, bits: int, warps: int = 8) -> int:
+    """Dynamic shared memory of kvq_prefill at head_dim D (KvqPrefillShape<D, warps>::smem): the query rows and one
+    tile of K and of V, 16-bit, rows padded by 8 elements; the next tile's codes, scales and offsets as the pool
+    holds them, and a parity per key."""
+    bn = 32 if D == 256 else 64
+    sw = 1 if D == 64 else D // 128
+    return (16 * warps + 2 * bn) * (D + 8) * 2 + 2 * bn * D * bits // 8 + 16 * bn * sw + 4 * bn
 
 
 def quant_split_size(capacity: int) -> int:
@@ -106,9 +131,47 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
             D, pool.group)
         return out
 
+    def fused_prefill(q, k_cache, v_cache, block_table, positions, scale):
+        """T > 16 on sm_80+: one kvq_prefill launch, flash attention over the codes (dequantised tile by tile in
+        shared memory), no dense copy of the context. None where it does not serve or PREFILL_MODE picks the
+        dense pass."""
+        s = suffix(q)
+        T, Hq, D = q.shape
+        dev = q.device
+        if PREFILL_MODE == "gather" or s is None or q.element_size() != 2 or not tensor_cores(dev.index):
+            return None
+        if PREFILL_MODE == "auto":
+            bs, Hk = k_cache.data.shape[1], k_cache.data.shape[2]
+            used = (int(positions[-1].item()) + bs) // bs * bs  # the dense pass syncs for this too
+            if 2 * used * Hk * D * q.element_size() <= DENSE_MAX_BYTES:
+                return None
+        optin = smem_optin(dev.index)
+        warps = 4 if PREFILL_MODE == "fused4" or prefill_smem(D, k_cache.bits) > optin else 8
+        smem = prefill_smem(D, k_cache.bits, warps)  # 8 warps at head_dim 256 need 118 KB: 4 on sm_86 / sm_89
+        if smem > optin:
+            return None
+        qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
+        if qr.stride(0) % 8 or qr.data_ptr() % 16:
+            qr = qr.contiguous()
+        bs, Hk = k_cache.data.shape[1], k_cache.data.shape[2]
+        bt = (block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)).contiguous()
+        pos = (positions if positions.dtype == torch.int64 else positions.to(torch.int64)).contiguous()
+        out = torch.empty(T, Hq, D, dtype=q.dtype, device=dev)
+        fn = lib.module(dev)[f"kvq_prefill{'4' if warps == 4 else ''}_{s}_d{D}_b{k_cache.bits}"]
+        fn.set_max_dynamic_smem(smem)
+        rows, per_block = T * (Hq // Hk), 16 * warps
+        fn(((rows + per_block - 1) // per_block, Hk), (32 * warps,), qr, k_cache.data, k_cache.scale,
+           k_cache.offset, v_cache.data, v_cache.scale, v_cache.offset, bt, pos, out, T, Hq, Hk, bs, qr.stride(0),
+           float(scale) * LOG2E, smem=smem)
+        return rotate(out.float()).to(q.dtype) if v_cache.rotate else out
+
     def prefill(q, k_cache, v_cache, block_table, positions, scale):
-        """T > 16: the used blocks dequantised in the query's dtype by one launch each (kvq_gather), then torch
-        SDPA (as the bf16 path)."""
+        """T > 16: the fused kernel where it serves (sm_80+, 16-bit queries) and PREFILL_MODE picks it; else the
+        used blocks dequantised in the query's dtype by one launch each (kvq_gather), then torch SDPA (as the bf16
+        path)."""
+        o = fused_prefill(q, k_cache, v_cache, block_table, positions, scale)
+        if o is not None:
+            return o
         bs = k_cache.data.shape[1]
         nblk = (int(positions[-1].item()) + bs) // bs
         blocks = block_table[:nblk].long().contiguous()
@@ -161,6 +224,6 @@ def kv_quant_impls(backend: str, lib: KernelLibrary, supports) -> list[OpImpl]:
     ok = serves(lib, supports)
 
     names = {"write_kv": f"{backend}.kvq_write (quantise + rotate + centre, K and V in one launch)",
-             "paged_attention": f"{backend}.kvq_attention (T<=16, dequant in registers) + SDPA (prefill)"}
+             "paged_attention": f"{backend}.kvq_attention (T<=16, dequant in registers) + kvq_prefill (T>16, sm_80+)"}
     return [OpImpl(op=op, backend=backend, fn=fns[op], name=f"{names[op]} [{fmt}]", priority=10, supports=ok,
                    kv_format=fmt) for fmt in KVQ_FORMATS for op in ("write_kv", "paged_attention")]

@@ -9,6 +9,7 @@
 #include "gdn_kernels.cuh"
 #include "gemv.cuh"
 #include "kv_quant.cuh"
+#include "kvq_prefill.cuh"
 #include "norm.cuh"
 #include "rope.cuh"
 
@@ -224,6 +225,7 @@
     }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
     NINFER_KVQ_KERNELS(S, T)                                                                            \
+    NINFER_KVQ_PREFILL_KERNELS(S, T)                                                                    \
     NINFER_GDN_GATES_KERNELS(S, T)                                                                      \
     NINFER_GDN_KERNELS(S, T)                                                                            \
     NINFER_GDN_MMA_KERNELS(S, T)

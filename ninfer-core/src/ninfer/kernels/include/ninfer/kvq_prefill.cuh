@@ -1,0 +1,372 @@
+// Prefill attention over a quantised KV cache (more than 16 query tokens), the codes dequantised inside the
+// attention kernel: no dense copy of the context. A flash-attention forward on mma.sync m16n8k16 (sm_80+):
+//   - a block takes BM = 16 NW query rows of one kv head (NW warps), rows (token, head of the group) as the decode
+//     kernels number them, so the group's query heads share each dequantised key tile;
+//   - per tile of BN keys: the tile's codes, scales and offsets were copied into a shared staging area (cp.async,
+//     paged through the block table) while the previous tile was multiplied; the block dequantises them into
+//     shared rows of the query's dtype (int8 c * s, int4 u * s + o, rounded as kv_ops._gather computes them in
+//     float32, so the values are kvq_gather's), then starts the next tile's copies;
+//   - each warp multiplies its 16 query rows by the tile (ldmatrix fragments), keeps the running max and sum in
+//     float32 (exp2 of scores times scale * log2 e), and adds P V into its float32 output rows.
+// The query arrives rotated where the pool rotates K; the output leaves rotated where it rotates V (the launcher
+// applies both rotations, as the decode path's sum p vH = (sum p v) H). K is stored without its centre: a
+// constant per query row, which softmax ignores. Key j is visible to the row of token t iff j <= positions[t].
+#pragma once
+#include "common.cuh"
+
+namespace ninfer {
+
+template <int D, int NW>
+struct KvqPrefillShape {
+    static constexpr int BM = 16 * NW;             // query rows per block: NW warps of 16
+    static constexpr int BN = D == 256 ? 32 : 64;  // keys per tile
+    static constexpr int LD = D + 8;               // 16-bit elements per shared row: +16 bytes, conflict-free
+    static constexpr int THREADS = 32 * NW;
+    static constexpr int SW = D == 64 ? 1 : D / 128;  // 32-bit words of a key's fp16 scales staged (below)
+    // the query rows, one tile of K and V dequantised, the next tile's codes, scales, offsets and parities
+    // (ninfer.kernels.kv_quant.prefill_smem says the same)
+    static constexpr int smem(int bits) { return (BM + 2 * BN) * LD * 2 + 2 * BN * D * bits / 8 + 4 * BN * SW * 4 + BN * 4; }
+};
+
+template <typename T>
+__device__ __forceinline__ unsigned pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ unsigned pack2<__nv_bfloat16>(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const unsigned *>(&v);
+}
+template <>
+__device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const unsigned *>(&v);
+}
+
+// d += A (16x16, row) B (16x8, col), float32 accumulators
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                                        unsigned b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+template <>
+__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Four 8x8 matrices of 16-bit elements from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
+template <bool TRANS>
+__device__ __forceinline__ void ldsm4(unsigned (&r)[4], const void *p) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
+}
+
+template <int N>  // N = 4, 8 or 16 bytes into shared memory, asynchronously
+__device__ __forceinline__ void kvqp_cp(void *dst, const void *src) {
+#if __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    if (N == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(d), "l"(src), "n"(N) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void kvqp_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void kvqp_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+// Shared staging of one tile's codes as the pool holds them: K's and V's code rows [BN][RB], their scales
+// and offsets as the SW 32-bit words from the even fp16 element at or below the key's first ([BN][SW] each), and
+// per key the parity of that first element.
+template <int D, int BITS>
+struct KvqStage {
+    static constexpr int BN = KvqPrefillShape<D, 4>::BN, SW = KvqPrefillShape<D, 4>::SW, RB = D * BITS / 8;
+    unsigned char *rk, *rv;
+    unsigned *sk, *ok, *sv, *ov;
+    int *par;
+    __device__ __forceinline__ explicit KvqStage(unsigned char *p) {
+        rk = p;
+        rv = rk + BN * RB;
+        sk = reinterpret_cast<unsigned *>(rv + BN * RB);
+        ok = sk + BN * SW;
+        sv = ok + BN * SW;
+        ov = sv + BN * SW;
+        par = reinterpret_cast<int *>(ov + BN * SW);
+    }
+};
+
+// Issue the copies of tile key0's codes, scales and offsets into the staging (one commit group).
+template <int D, int BITS, int NT>
+__device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS> &st, const unsigned char *__restrict__ kd,
+                                                const __half *ks, const __half *ko, const unsigned char *vd,
+                                                const __half *vs, const __half *vo, const int *__restrict__ block_table,
+                                                int key0, int last, int bs, int Hk, int kvh) {
+    using St = KvqStage<D, BITS>;
+    constexpr int BN = St::BN, RB = St::RB, SW = St::SW, CPR = RB / 16, NG = D / 64;
+    for (int u = threadIdx.x; u < BN * CPR; u += NT) {
+        const int j = u / CPR, c = u % CPR;
+        const int key = min(key0 + j, last);
+        const i64 row = ((i64)block_table[key / bs] * bs + key % bs) * Hk + kvh;
+        kvqp_cp<16>(st.rk + j * RB + c * 16, kd + row * RB + c * 16);
+        kvqp_cp<16>(st.rv + j * RB + c * 16, vd + row * RB + c * 16);
+        if (c == 0) {
+            const i64 e0 = (row * NG) & ~1LL;  // 4-byte aligned
+            st.par[j] = (int)((row * NG) & 1);
+            kvqp_cp<SW * 4>(st.sk + j * SW, ks + e0);
+            kvqp_cp<SW * 4>(st.sv + j * SW, vs + e0);
+            if (BITS == 4) {
+                kvqp_cp<SW * 4>(st.ok + j * SW, ko + e0);
+                kvqp_cp<SW * 4>(st.ov + j * SW, vo + e0);
+            }
+        }
+    }
+    kvqp_commit();
+}
+
+// The staged tile dequantised into shared rows [BN][LD] of T: int8 c * s, int4 u * s + o, each rounded as
+// kv_ops._gather computes them in float32 (the values kvq_gather writes). Codes become floats exactly with two
+// integer ops (kv_quant.cuh: byte_f, nib_f).
+template <typename T, int D, int BITS, int LD, int NT>
+__device__ __forceinline__ void kvq_stage_dequant(T *dst, const unsigned char *raw, const unsigned *sw,
+                                                  const unsigned *ow, const int *par) {
+    constexpr int BN = KvqPrefillShape<D, 4>::BN, SW = KvqPrefillShape<D, 4>::SW, PR = D / 8;
+#pragma unroll 2
+    for (int u = threadIdx.x; u < BN * PR; u += NT) {
+        const int j = u / PR, c = (u % PR) * 8;
+        const int gi = par[j] + c / 64;
+        const float s = __half2float(reinterpret_cast<const __half *>(sw + j * SW)[gi]);
+        float f[8];
+        if (BITS == 8) {
+            const uint2 w = *reinterpret_cast<const uint2 *>(raw + j * D + c);
+            const unsigned t0 = w.x ^ 0x80808080u, t1 = w.y ^ 0x80808080u;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                f[k] = __fmul_rn(__uint_as_float(__byte_perm(t0, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
+                f[k + 4] = __fmul_rn(__uint_as_float(__byte_perm(t1, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
+            }
+        } else {
+            const unsigned w = *reinterpret_cast<const unsigned *>(raw + j * (D / 2) + c / 2);
+            const float o = __half2float(reinterpret_cast<const __half *>(ow + j * SW)[gi]);
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                const float uf = __uint_as_float(0x4B000000u | ((w >> (4 * k)) & 0xFu)) - 8388608.f;
+                f[k] = __fadd_rn(__fmul_rn(uf, s), o);
+            }
+        }
+        *reinterpret_cast<uint4 *>(dst + j * LD + c) = pack8<T>(f);
+    }
+}
+
+// grid (ceil(T G / BM), Hk), KvqPrefillShape<D, NW>::THREADS threads, smem(BITS) bytes of dynamic shared memory.
+// q: [T, Hq, D] (rows at q_stride elements, 16-byte aligned); out: [T, Hq, D] contiguous; positions [T];
+// scale_log2: the softmax scale times log2(e). Key j is visible to the row of token t iff j <= positions[t],
+// in any order of positions.
+template <typename T, int D, int BITS, int NW>
+__device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__restrict__ q,
+                                            const unsigned char *__restrict__ kd, const __half *__restrict__ ks,
+                                            const __half *__restrict__ ko, const unsigned char *__restrict__ vd,
+                                            const __half *__restrict__ vs, const __half *__restrict__ vo,
+                                            const int *__restrict__ block_table, const i64 *__restrict__ positions,
+                                            T *__restrict__ out, int ntok, int Hq, int Hk, int bs, int q_stride,
+                                            float scale_log2) {
+#if __CUDA_ARCH__ >= 800
+    using Sh = KvqPrefillShape<D, NW>;
+    constexpr int BM = Sh::BM, BN = Sh::BN, LD = Sh::LD, NT = Sh::THREADS;
+    T *sq = reinterpret_cast<T *>(smem);  // [BM][LD]
+    T *sk = sq + BM * LD;                 // [BN][LD]
+    T *sv = sk + BN * LD;                 // [BN][LD]
+    const int kvh = blockIdx.y, grp = Hq / Hk;
+    const int nrows = ntok * grp;
+    const int row0 = (gridDim.x - 1 - blockIdx.x) * BM;  // the longest rows (the causal triangle's foot) first
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane >> 2, t4 = lane & 3;
+    __shared__ int lims[2];  // the least and the greatest position of the block's tokens (at most BM of them)
+    if (warp == 0) {
+        const int t0 = row0 / grp, t1 = (min(row0 + BM, nrows) - 1) / grp;
+        int lo = 0x7fffffff, hi = -1;
+        for (int t = t0 + lane; t <= t1; t += 32) {
+            const int p = (int)positions[t];
+            lo = min(lo, p);
+            hi = max(hi, p);
+        }
+#pragma unroll
+        for (int x = 16; x > 0; x >>= 1) {
+            lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, x));
+            hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, x));
+        }
+        if (lane == 0) {
+            lims[0] = lo;
+            lims[1] = hi;
+        }
+    }
+
+    for (int u = threadIdx.x; u < BM * (D / 8); u += NT) {  // the query rows (past nrows: the last, never written)
+        const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+        const int row = min(row0 + r, nrows - 1);
+        const T *src = q + (i64)(row / grp) * q_stride + (i64)(kvh * grp + row % grp) * D + c;
+        *reinterpret_cast<uint4 *>(sq + r * LD + c) = *reinterpret_cast<const uint4 *>(src);
+    }
+    __syncthreads();
+    const int lim_lo = lims[0], lim_hi = lims[1];
+    const int ra = min(row0 + warp * 16 + g, nrows - 1), rb = min(row0 + warp * 16 + g + 8, nrows - 1);
+    const int lima = (int)positions[ra / grp], limb = (int)positions[rb / grp];
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float ma = neg_inf(), mb = neg_inf(), la = 0.f, lb = 0.f;
+
+    const KvqStage<D, BITS> st(smem + (BM + 2 * BN) * LD * 2);
+    kvq_stage_issue<D, BITS, NT>(st, kd, ks, ko, vd, vs, vo, block_table, 0, lim_hi, bs, Hk, kvh);
+    for (int key0 = 0; key0 <= lim_hi; key0 += BN) {
+        kvqp_wait();      // tile key0 arrived in the staging while the previous one was multiplied
+        __syncthreads();  // ... for every thread, and the previous tile is consumed
+        kvq_stage_dequant<T, D, BITS, LD, NT>(sk, st.rk, st.sk, st.ok, st.par);
+        kvq_stage_dequant<T, D, BITS, LD, NT>(sv, st.rv, st.sv, st.ov, st.par);
+        __syncthreads();
+        if (key0 + BN <= lim_hi)
+            kvq_stage_issue<D, BITS, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs, Hk, kvh);
+
+        float s[BN / 8][4];
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            unsigned a[4];
+            ldsm4<false>(a, sq + (warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int nn = 0; nn < BN / 16; nn++) {
+                unsigned b[4];  // keys nn*16 + 0..7 / 8..15, dims kk*16 + 0..7 / 8..15
+                ldsm4<false>(b, sk + (nn * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+                mma16816<T>(s[2 * nn], a, b[0], b[1]);
+                mma16816<T>(s[2 * nn + 1], a, b[2], b[3]);
+            }
+        }
+
+        const bool full = key0 + BN - 1 <= lim_lo;  // every key of the tile visible to every row of the block
+        float xa = ma, xb = mb;
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int key = key0 + i * 8 + 2 * t4 + e;
+                float va = s[i][e] * scale_log2, vb = s[i][2 + e] * scale_log2;
+                if (!full) {
+                    va = key <= lima ? va : neg_inf();
+                    vb = key <= limb ? vb : neg_inf();
+                }
+                s[i][e] = va;
+                s[i][2 + e] = vb;
+                xa = fmaxf(xa, va);
+                xb = fmaxf(xb, vb);
+            }
+        }
+        xa = fmaxf(xa, __shfl_xor_sync(0xffffffffu, xa, 1));
+        xa = fmaxf(xa, __shfl_xor_sync(0xffffffffu, xa, 2));
+        xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 1));
+        xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 2));
+        // key 0 is visible to every row, so after the first tile both maxima are finite
+        const float ca = exp2f(ma - xa), cb = exp2f(mb - xb);
+        ma = xa;
+        mb = xb;
+        la *= ca;
+        lb *= cb;
+#pragma unroll
+        for (int i = 0; i < D / 8; i++) {
+            o[i][0] *= ca;
+            o[i][1] *= ca;
+            o[i][2] *= cb;
+            o[i][3] *= cb;
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 8; i++) {
+            s[i][0] = exp2f(s[i][0] - ma);
+            s[i][1] = exp2f(s[i][1] - ma);
+            s[i][2] = exp2f(s[i][2] - mb);
+            s[i][3] = exp2f(s[i][3] - mb);
+            la += s[i][0] + s[i][1];
+            lb += s[i][2] + s[i][3];
+        }
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            unsigned a[4];  // P's rows as the A operand: keys kk*16 + 0..7 (n-tile 2kk), 8..15 (2kk + 1)
+            a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+            a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+            a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int dd = 0; dd < D / 16; dd++) {
+                unsigned b[4];  // keys kk*16 + 0..7 / 8..15, dims dd*16 + 0..7 / 8..15, transposed
+                ldsm4<true>(b, sv + (kk * 16 + (lane & 15)) * LD + dd * 16 + (lane >> 4) * 8);
+                mma16816<T>(o[2 * dd], a, b[0], b[1]);
+                mma16816<T>(o[2 * dd + 1], a, b[2], b[3]);
+            }
+        }
+    }
+
+    la += __shfl_xor_sync(0xffffffffu, la, 1);
+    la += __shfl_xor_sync(0xffffffffu, la, 2);
+    lb += __shfl_xor_sync(0xffffffffu, lb, 1);
+    lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+    const float ia = 1.f / la, ib = 1.f / lb;
+    const int wa = row0 + warp * 16 + g, wb = wa + 8;
+    T *oa = out + ((i64)(wa / grp) * Hq + kvh * grp + wa % grp) * D + 2 * t4;
+    T *ob = out + ((i64)(wb / grp) * Hq + kvh * grp + wb % grp) * D + 2 * t4;
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+        if (wa < nrows) *reinterpret_cast<unsigned *>(oa + i * 8) = pack2<T>(o[i][0] * ia, o[i][1] * ia);
+        if (wb < nrows) *reinterpret_cast<unsigned *>(ob + i * 8) = pack2<T>(o[i][2] * ib, o[i][3] * ib);
+    }
+#endif
+}
+
+}  // namespace ninfer
+
+// kvq_prefill_*: 8 warps, 128 query rows a block; kvq_prefill4_*: 4 warps, 64 rows (A/B: NINFER_KVQ_PREFILL=fused4).
+// Blocks an SM holds: head_dim 256: 8 warps (235 registers, its 128 output floats); else 16 warps with 8 a block
+// (128 registers, 40 bytes spilled at head_dim 128, ptxas 13.0), 12 with 4 (shared memory caps them at 3).
+#define NINFER_KVQ_PREFILL1(S, T, D, BITS, P, NW)                                                       \
+    extern "C" __global__ void __launch_bounds__(NW * 32, D == 256 ? 8 / NW : (NW == 8 ? 2 : 3))                 \
+        kvq_prefill##P##_##S##_d##D##_b##BITS(                                                          \
+            const T *q, const unsigned char *kd, const __half *ks, const __half *ko, const unsigned char *vd, \
+            const __half *vs, const __half *vo, const int *bt, const long long *pos, T *out, int ntok, int Hq, \
+            int Hk, int bs, int q_stride, float scale_log2) {                                           \
+        extern __shared__ __align__(16) unsigned char kvqp_smem[];                                      \
+        ninfer::pdl_enter();                                                                           \
+        ninfer::kvq_prefill<T, D, BITS, NW>(kvqp_smem, q, kd, ks, ko, vd, vs, vo, bt, pos, out, ntok, Hq, Hk, bs, \
+                                            q_stride, scale_log2);                                      \
+    }
+
+#define NINFER_KVQ_PREFILL(S, T, D, BITS) \
+    NINFER_KVQ_PREFILL1(S, T, D, BITS, , 8) NINFER_KVQ_PREFILL1(S, T, D, BITS, 4, 4)
+
+#define NINFER_KVQ_PREFILL_KERNELS(S, T)                                                                \
+    NINFER_KVQ_PREFILL(S, T, 64, 8) NINFER_KVQ_PREFILL(S, T, 64, 4)                                    \
+    NINFER_KVQ_PREFILL(S, T, 128, 8) NINFER_KVQ_PREFILL(S, T, 128, 4)                                  \
+    NINFER_KVQ_PREFILL(S, T, 256, 8) NINFER_KVQ_PREFILL(S, T, 256, 4)
