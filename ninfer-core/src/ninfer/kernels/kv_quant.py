@@ -55,7 +55,7 @@ def prefill_smem(D: int, bits: int, warps: int = 8) -> int:
     """Dynamic shared memory of kvq_prefill at head_dim D (KvqPrefillShape<D, warps>::smem): the query rows and one
     tile of K and of V, 16-bit, rows padded by 8 elements; the next tile's codes, scales and offsets as the pool
     holds them, and a parity per key."""
-    bn = 32 if D == 256 else 64
+    bn = 32 if D == 256 and warps == 4 else 64
     sw = 1 if D == 64 else D // 128
     return (16 * warps + 2 * bn) * (D + 8) * 2 + 2 * bn * D * bits // 8 + 16 * bn * sw + 4 * bn
 
@@ -147,7 +147,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
                 return None
         optin = smem_optin(dev.index)
         warps = 4 if PREFILL_MODE == "fused4" or prefill_smem(D, k_cache.bits) > optin else 8
-        smem = prefill_smem(D, k_cache.bits, warps)  # 8 warps at head_dim 256 need 118 KB: 4 on sm_86 / sm_89
+        smem = prefill_smem(D, k_cache.bits, warps)  # 8 warps at head_dim 256 need 168 KB: 4 (84) on sm_86 / sm_89
         if smem > optin:
             return None
         qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q

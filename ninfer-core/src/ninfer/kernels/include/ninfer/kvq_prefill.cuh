@@ -19,7 +19,7 @@ namespace ninfer {
 template <int D, int NW>
 struct KvqPrefillShape {
     static constexpr int BM = 16 * NW;             // query rows per block: NW warps of 16
-    static constexpr int BN = D == 256 ? 32 : 64;  // keys per tile
+    static constexpr int BN = D == 256 && NW == 4 ? 32 : 64;  // keys per tile
     static constexpr int LD = D + 8;               // 16-bit elements per shared row: +16 bytes, conflict-free
     static constexpr int THREADS = 32 * NW;
     static constexpr int SW = D == 64 ? 1 : D / 128;  // 32-bit words of a key's fp16 scales staged (below)
@@ -78,6 +78,13 @@ __device__ __forceinline__ void ldsm4(unsigned (&r)[4], const void *p) {
 #endif
 }
 
+// 2^x, one MUFU instruction (exp2f adds a denormal guard around it); 2^-inf = 0
+__device__ __forceinline__ float kvqp_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 template <int N>  // N = 4, 8 or 16 bytes into shared memory, asynchronously
 __device__ __forceinline__ void kvqp_cp(void *dst, const void *src) {
 #if __CUDA_ARCH__ >= 800
@@ -104,9 +111,9 @@ __device__ __forceinline__ void kvqp_wait() {
 // Shared staging of one tile's codes as the pool holds them: K's and V's code rows [BN][RB], their scales
 // and offsets as the SW 32-bit words from the even fp16 element at or below the key's first ([BN][SW] each), and
 // per key the parity of that first element.
-template <int D, int BITS>
+template <int D, int BITS, int BN>
 struct KvqStage {
-    static constexpr int BN = KvqPrefillShape<D, 4>::BN, SW = KvqPrefillShape<D, 4>::SW, RB = D * BITS / 8;
+    static constexpr int SW = KvqPrefillShape<D, 4>::SW, RB = D * BITS / 8;
     unsigned char *rk, *rv;
     unsigned *sk, *ok, *sv, *ov;
     int *par;
@@ -122,13 +129,13 @@ struct KvqStage {
 };
 
 // Issue the copies of tile key0's codes, scales and offsets into the staging (one commit group).
-template <int D, int BITS, int NT>
-__device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS> &st, const unsigned char *__restrict__ kd,
+template <int D, int BITS, int BN, int NT>
+__device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS, BN> &st, const unsigned char *__restrict__ kd,
                                                 const __half *ks, const __half *ko, const unsigned char *vd,
                                                 const __half *vs, const __half *vo, const int *__restrict__ block_table,
                                                 int key0, int last, int bs, int Hk, int kvh) {
-    using St = KvqStage<D, BITS>;
-    constexpr int BN = St::BN, RB = St::RB, SW = St::SW, CPR = RB / 16, NG = D / 64;
+    using St = KvqStage<D, BITS, BN>;
+    constexpr int RB = St::RB, SW = St::SW, CPR = RB / 16, NG = D / 64;
     for (int u = threadIdx.x; u < BN * CPR; u += NT) {
         const int j = u / CPR, c = u % CPR;
         const int key = min(key0 + j, last);
@@ -152,10 +159,10 @@ __device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS> &st, con
 // The staged tile dequantised into shared rows [BN][LD] of T: int8 c * s, int4 u * s + o, each rounded as
 // kv_ops._gather computes them in float32 (the values kvq_gather writes). Codes become floats exactly with two
 // integer ops (kv_quant.cuh: byte_f, nib_f).
-template <typename T, int D, int BITS, int LD, int NT>
+template <typename T, int D, int BITS, int BN, int LD, int NT>
 __device__ __forceinline__ void kvq_stage_dequant(T *dst, const unsigned char *raw, const unsigned *sw,
                                                   const unsigned *ow, const int *par) {
-    constexpr int BN = KvqPrefillShape<D, 4>::BN, SW = KvqPrefillShape<D, 4>::SW, PR = D / 8;
+    constexpr int SW = KvqPrefillShape<D, 4>::SW, PR = D / 8;
 #pragma unroll 2
     for (int u = threadIdx.x; u < BN * PR; u += NT) {
         const int j = u / PR, c = (u % PR) * 8;
@@ -242,16 +249,16 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float ma = neg_inf(), mb = neg_inf(), la = 0.f, lb = 0.f;
 
-    const KvqStage<D, BITS> st(smem + (BM + 2 * BN) * LD * 2);
-    kvq_stage_issue<D, BITS, NT>(st, kd, ks, ko, vd, vs, vo, block_table, 0, lim_hi, bs, Hk, kvh);
+    const KvqStage<D, BITS, BN> st(smem + (BM + 2 * BN) * LD * 2);
+    kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, 0, lim_hi, bs, Hk, kvh);
     for (int key0 = 0; key0 <= lim_hi; key0 += BN) {
         kvqp_wait();      // tile key0 arrived in the staging while the previous one was multiplied
         __syncthreads();  // ... for every thread, and the previous tile is consumed
-        kvq_stage_dequant<T, D, BITS, LD, NT>(sk, st.rk, st.sk, st.ok, st.par);
-        kvq_stage_dequant<T, D, BITS, LD, NT>(sv, st.rv, st.sv, st.ov, st.par);
+        kvq_stage_dequant<T, D, BITS, BN, LD, NT>(sk, st.rk, st.sk, st.ok, st.par);
+        kvq_stage_dequant<T, D, BITS, BN, LD, NT>(sv, st.rv, st.sv, st.ov, st.par);
         __syncthreads();
         if (key0 + BN <= lim_hi)
-            kvq_stage_issue<D, BITS, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs, Hk, kvh);
+            kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs, Hk, kvh);
 
         float s[BN / 8][4];
 #pragma unroll
@@ -292,24 +299,27 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
         xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 1));
         xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 2));
         // key 0 is visible to every row, so after the first tile both maxima are finite
-        const float ca = exp2f(ma - xa), cb = exp2f(mb - xb);
+        const float ca = kvqp_ex2(ma - xa), cb = kvqp_ex2(mb - xb);
+        const bool grew = xa > ma || xb > mb;
         ma = xa;
         mb = xb;
         la *= ca;
         lb *= cb;
+        if (__any_sync(0xffffffffu, grew)) {  // the output rows rescaled only where a maximum grew in the warp
 #pragma unroll
-        for (int i = 0; i < D / 8; i++) {
-            o[i][0] *= ca;
-            o[i][1] *= ca;
-            o[i][2] *= cb;
-            o[i][3] *= cb;
+            for (int i = 0; i < D / 8; i++) {
+                o[i][0] *= ca;
+                o[i][1] *= ca;
+                o[i][2] *= cb;
+                o[i][3] *= cb;
+            }
         }
 #pragma unroll
         for (int i = 0; i < BN / 8; i++) {
-            s[i][0] = exp2f(s[i][0] - ma);
-            s[i][1] = exp2f(s[i][1] - ma);
-            s[i][2] = exp2f(s[i][2] - mb);
-            s[i][3] = exp2f(s[i][3] - mb);
+            s[i][0] = kvqp_ex2(s[i][0] - ma);
+            s[i][1] = kvqp_ex2(s[i][1] - ma);
+            s[i][2] = kvqp_ex2(s[i][2] - mb);
+            s[i][3] = kvqp_ex2(s[i][3] - mb);
             la += s[i][0] + s[i][1];
             lb += s[i][2] + s[i][3];
         }
@@ -349,7 +359,7 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 }  // namespace ninfer
 
 // kvq_prefill_*: 8 warps, 128 query rows a block; kvq_prefill4_*: 4 warps, 64 rows (A/B: NINFER_KVQ_PREFILL=fused4).
-// Blocks an SM holds: head_dim 256: 8 warps (235 registers, its 128 output floats); else 16 warps with 8 a block
+// Blocks an SM holds: head_dim 256: 8 warps (253 registers at 8 a block, its 128 output floats); else 16 warps with 8 a block
 // (128 registers, 40 bytes spilled at head_dim 128, ptxas 13.0), 12 with 4 (shared memory caps them at 3).
 #define NINFER_KVQ_PREFILL1(S, T, D, BITS, P, NW)                                                       \
     extern "C" __global__ void __launch_bounds__(NW * 32, D == 256 ? 8 / NW : (NW == 8 ? 2 : 3))                 \
