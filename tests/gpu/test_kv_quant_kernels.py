@@ -211,6 +211,22 @@ def test_prefill_auto_takes_the_fused_kernel_past_the_dense_bound(backend, monke
         assert rel_l2(out, want) < TOL
 
 
+def test_prefill_block_size_not_a_power_of_two_takes_the_dense_pass(backend, monkeypatch):
+    """kvq_prefill pages by shifts: a pool of 24-token blocks runs the dense pass, with the reference's result."""
+    from ninfer.kernels import kv_quant
+
+    Hq, Hk, D = 16, 4, 128
+    dtype = backend_dtypes(backend)[0]
+    kc, vc, block_table = _filled("int8", 300, 40, 24, Hk, D)
+    ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format="int8")
+    monkeypatch.setattr(kv_quant, "PREFILL_MODE", "fused")
+    positions = torch.arange(200, 300, device="cuda")
+    q = torch.randn(100, Hq, D, device="cuda").to(dtype)
+    out = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
+    want = kv_ops.paged_attention(q.float(), kc, vc, block_table, positions, D ** -0.5)
+    assert rel_l2(out, want) < TOL
+
+
 @pytest.mark.parametrize("fmt", ["int8", "int4"])
 def test_decode_steps_through_kernels(backend, fmt):
     """Prefill write, then decode steps each writing one token and attending over everything so far,

@@ -138,10 +138,11 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         s = suffix(q)
         T, Hq, D = q.shape
         dev = q.device
-        if PREFILL_MODE == "gather" or s is None or q.element_size() != 2 or not tensor_cores(dev.index):
+        bs, Hk = k_cache.data.shape[1], k_cache.data.shape[2]
+        if (PREFILL_MODE == "gather" or s is None or q.element_size() != 2 or bs & (bs - 1)  # pages by shifts
+                or not tensor_cores(dev.index)):
             return None
         if PREFILL_MODE == "auto":
-            bs, Hk = k_cache.data.shape[1], k_cache.data.shape[2]
             used = (int(positions[-1].item()) + bs) // bs * bs  # the dense pass syncs for this too
             if 2 * used * Hk * D * q.element_size() <= DENSE_MAX_BYTES:
                 return None
@@ -153,7 +154,6 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
         if qr.stride(0) % 8 or qr.data_ptr() % 16:
             qr = qr.contiguous()
-        bs, Hk = k_cache.data.shape[1], k_cache.data.shape[2]
         bt = (block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)).contiguous()
         pos = (positions if positions.dtype == torch.int64 else positions.to(torch.int64)).contiguous()
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=dev)
@@ -161,8 +161,8 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         fn.set_max_dynamic_smem(smem)
         rows, per_block = T * (Hq // Hk), 16 * warps
         fn(((rows + per_block - 1) // per_block, Hk), (32 * warps,), qr, k_cache.data, k_cache.scale,
-           k_cache.offset, v_cache.data, v_cache.scale, v_cache.offset, bt, pos, out, T, Hq, Hk, bs, qr.stride(0),
-           float(scale) * LOG2E, smem=smem)
+           k_cache.offset, v_cache.data, v_cache.scale, v_cache.offset, bt, pos, out, T, Hq, Hk, bs.bit_length() - 1,
+           qr.stride(0), float(scale) * LOG2E, smem=smem)
         return rotate(out.float()).to(q.dtype) if v_cache.rotate else out
 
     def prefill(q, k_cache, v_cache, block_table, positions, scale):

@@ -6,8 +6,9 @@
 //     paged through the block table) while the previous tile was multiplied; the block dequantises them into
 //     shared rows of the query's dtype (int8 c * s, int4 u * s + o, rounded as kv_ops._gather computes them in
 //     float32, so the values are kvq_gather's), then starts the next tile's copies;
-//   - each warp multiplies its 16 query rows by the tile (ldmatrix fragments), keeps the running max and sum in
-//     float32 (exp2 of scores times scale * log2 e), and adds P V into its float32 output rows.
+//   - each warp multiplies its 16 query rows by the tile (ldmatrix fragments), keeps the running max of the raw
+//     scores and the sum in float32 (2^(s * scale * log2 e - max * scale * log2 e), one FFMA and one MUFU), and adds
+//     P V into its float32 output rows.
 // The query arrives rotated where the pool rotates K; the output leaves rotated where it rotates V (the launcher
 // applies both rotations, as the decode path's sum p vH = (sum p v) H). K is stored without its centre: a
 // constant per query row, which softmax ignores. Key j is visible to the row of token t iff j <= positions[t].
@@ -128,71 +129,87 @@ struct KvqStage {
     }
 };
 
-// Issue the copies of tile key0's codes, scales and offsets into the staging (one commit group).
+// Issue the copies of tile key0's codes, scales and offsets into the staging (one commit group). A thread copies
+// the same 16-byte piece c of keys j0, j0 + NT / CPR, ...: its addresses step by constants. bs = 1 << bs_shift.
 template <int D, int BITS, int BN, int NT>
 __device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS, BN> &st, const unsigned char *__restrict__ kd,
                                                 const __half *ks, const __half *ko, const unsigned char *vd,
                                                 const __half *vs, const __half *vo, const int *__restrict__ block_table,
-                                                int key0, int last, int bs, int Hk, int kvh) {
+                                                int key0, int last, int bs_shift, int Hk, int kvh) {
     using St = KvqStage<D, BITS, BN>;
-    constexpr int RB = St::RB, SW = St::SW, CPR = RB / 16, NG = D / 64;
-    for (int u = threadIdx.x; u < BN * CPR; u += NT) {
-        const int j = u / CPR, c = u % CPR;
-        const int key = min(key0 + j, last);
-        const i64 row = ((i64)block_table[key / bs] * bs + key % bs) * Hk + kvh;
-        kvqp_cp<16>(st.rk + j * RB + c * 16, kd + row * RB + c * 16);
-        kvqp_cp<16>(st.rv + j * RB + c * 16, vd + row * RB + c * 16);
-        if (c == 0) {
-            const i64 e0 = (row * NG) & ~1LL;  // 4-byte aligned
-            st.par[j] = (int)((row * NG) & 1);
-            kvqp_cp<SW * 4>(st.sk + j * SW, ks + e0);
-            kvqp_cp<SW * 4>(st.sv + j * SW, vs + e0);
-            if (BITS == 4) {
-                kvqp_cp<SW * 4>(st.ok + j * SW, ko + e0);
-                kvqp_cp<SW * 4>(st.ov + j * SW, vo + e0);
+    constexpr int RB = St::RB, SW = St::SW, CPR = RB / 16, NG = D / 64, KPP = NT / CPR;  // keys a pass
+    static_assert(NT % CPR == 0, "pieces a key divide the block");
+    const int c = threadIdx.x % CPR, j0 = threadIdx.x / CPR;
+#pragma unroll
+    for (int i = 0; i < (BN + KPP - 1) / KPP; i++) {
+        const int j = j0 + i * KPP;
+        if (BN % KPP == 0 || j < BN) {
+            const int key = min(key0 + j, last);
+            const i64 row = ((i64)block_table[key >> bs_shift] << bs_shift | (key & ((1 << bs_shift) - 1))) * Hk + kvh;
+            kvqp_cp<16>(st.rk + j * RB + c * 16, kd + row * RB + c * 16);
+            kvqp_cp<16>(st.rv + j * RB + c * 16, vd + row * RB + c * 16);
+            if (c == 0) {
+                const i64 e0 = (row * NG) & ~1LL;  // 4-byte aligned
+                if (NG == 1) st.par[j] = (int)(row & 1);
+                kvqp_cp<SW * 4>(st.sk + j * SW, ks + e0);
+                kvqp_cp<SW * 4>(st.sv + j * SW, vs + e0);
+                if (BITS == 4) {
+                    kvqp_cp<SW * 4>(st.ok + j * SW, ko + e0);
+                    kvqp_cp<SW * 4>(st.ov + j * SW, vo + e0);
+                }
             }
         }
     }
     kvqp_commit();
 }
 
-// The staged tile dequantised into shared rows [BN][LD] of T: int8 c * s, int4 u * s + o, each rounded as
+// 8 codes of one staged key as floats times the scale (plus the offset): int8 c * s, int4 u * s + o, each rounded as
 // kv_ops._gather computes them in float32 (the values kvq_gather writes). Codes become floats exactly with two
 // integer ops (kv_quant.cuh: byte_f, nib_f).
-template <typename T, int D, int BITS, int BN, int LD, int NT>
-__device__ __forceinline__ void kvq_stage_dequant(T *dst, const unsigned char *raw, const unsigned *sw,
-                                                  const unsigned *ow, const int *par) {
-    constexpr int SW = KvqPrefillShape<D, 4>::SW, PR = D / 8;
-#pragma unroll 2
-    for (int u = threadIdx.x; u < BN * PR; u += NT) {
-        const int j = u / PR, c = (u % PR) * 8;
-        const int gi = par[j] + c / 64;
-        const float s = __half2float(reinterpret_cast<const __half *>(sw + j * SW)[gi]);
-        float f[8];
-        if (BITS == 8) {
-            const uint2 w = *reinterpret_cast<const uint2 *>(raw + j * D + c);
-            const unsigned t0 = w.x ^ 0x80808080u, t1 = w.y ^ 0x80808080u;
+template <int BITS>
+__device__ __forceinline__ void kvq_deq8(const unsigned char *raw, float s, float o, float (&f)[8]) {
+    if (BITS == 8) {
+        const uint2 w = *reinterpret_cast<const uint2 *>(raw);
+        const unsigned t0 = w.x ^ 0x80808080u, t1 = w.y ^ 0x80808080u;
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                f[k] = __fmul_rn(__uint_as_float(__byte_perm(t0, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
-                f[k + 4] = __fmul_rn(__uint_as_float(__byte_perm(t1, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
-            }
-        } else {
-            const unsigned w = *reinterpret_cast<const unsigned *>(raw + j * (D / 2) + c / 2);
-            const float o = __half2float(reinterpret_cast<const __half *>(ow + j * SW)[gi]);
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                const float uf = __uint_as_float(0x4B000000u | ((w >> (4 * k)) & 0xFu)) - 8388608.f;
-                f[k] = __fadd_rn(__fmul_rn(uf, s), o);
-            }
+        for (int k = 0; k < 4; k++) {
+            f[k] = __fmul_rn(__uint_as_float(__byte_perm(t0, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
+            f[k + 4] = __fmul_rn(__uint_as_float(__byte_perm(t1, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
         }
-        *reinterpret_cast<uint4 *>(dst + j * LD + c) = pack8<T>(f);
+    } else {
+        const unsigned w = *reinterpret_cast<const unsigned *>(raw);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const float uf = __uint_as_float(0x4B000000u | ((w >> (4 * k)) & 0xFu)) - 8388608.f;
+            f[k] = __fadd_rn(__fmul_rn(uf, s), o);
+        }
+    }
+}
+
+// The staged tile (K and V) dequantised into shared rows [BN][LD] of T. A thread takes the same 8 elements c of
+// keys j0, j0 + NT / PR, ...: constant address steps, one scale (and offset) index.
+template <typename T, int D, int BITS, int BN, int LD, int NT>
+__device__ __forceinline__ void kvq_stage_dequant(T *dk, T *dv, const KvqStage<D, BITS, BN> &st) {
+    constexpr int SW = KvqPrefillShape<D, 4>::SW, PR = D / 8, KPP = NT / PR, RB = D * BITS / 8, NG = D / 64;
+    static_assert(NT % PR == 0 && BN % KPP == 0, "kvq_stage_dequant shape");
+    const int c = (threadIdx.x % PR) * 8, j0 = threadIdx.x / PR;
+#pragma unroll
+    for (int i = 0; i < BN / KPP; i++) {
+        const int j = j0 + i * KPP;
+        const int gi = (NG == 1 ? st.par[j] : 0) + c / 64;  // NG >= 2: the key's first scale is even
+        float f[8];
+        kvq_deq8<BITS>(st.rk + j * RB + c * BITS / 8, __half2float(reinterpret_cast<const __half *>(st.sk + j * SW)[gi]),
+                       BITS == 4 ? __half2float(reinterpret_cast<const __half *>(st.ok + j * SW)[gi]) : 0.f, f);
+        *reinterpret_cast<uint4 *>(dk + j * LD + c) = pack8<T>(f);
+        kvq_deq8<BITS>(st.rv + j * RB + c * BITS / 8, __half2float(reinterpret_cast<const __half *>(st.sv + j * SW)[gi]),
+                       BITS == 4 ? __half2float(reinterpret_cast<const __half *>(st.ov + j * SW)[gi]) : 0.f, f);
+        *reinterpret_cast<uint4 *>(dv + j * LD + c) = pack8<T>(f);
     }
 }
 
 // grid (ceil(T G / BM), Hk), KvqPrefillShape<D, NW>::THREADS threads, smem(BITS) bytes of dynamic shared memory.
 // q: [T, Hq, D] (rows at q_stride elements, 16-byte aligned); out: [T, Hq, D] contiguous; positions [T];
-// scale_log2: the softmax scale times log2(e). Key j is visible to the row of token t iff j <= positions[t],
+// bs_shift: log2 of the pool's block size; scale_log2: the softmax scale times log2(e). Key j is visible to the row of token t iff j <= positions[t],
 // in any order of positions.
 template <typename T, int D, int BITS, int NW>
 __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__restrict__ q,
@@ -200,8 +217,8 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
                                             const __half *__restrict__ ko, const unsigned char *__restrict__ vd,
                                             const __half *__restrict__ vs, const __half *__restrict__ vo,
                                             const int *__restrict__ block_table, const i64 *__restrict__ positions,
-                                            T *__restrict__ out, int ntok, int Hq, int Hk, int bs, int q_stride,
-                                            float scale_log2) {
+                                            T *__restrict__ out, int ntok, int Hq, int Hk, int bs_shift,
+                                            int q_stride, float scale_log2) {
 #if __CUDA_ARCH__ >= 800
     using Sh = KvqPrefillShape<D, NW>;
     constexpr int BM = Sh::BM, BN = Sh::BN, LD = Sh::LD, NT = Sh::THREADS;
@@ -250,15 +267,14 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
     float ma = neg_inf(), mb = neg_inf(), la = 0.f, lb = 0.f;
 
     const KvqStage<D, BITS, BN> st(smem + (BM + 2 * BN) * LD * 2);
-    kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, 0, lim_hi, bs, Hk, kvh);
+    kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, 0, lim_hi, bs_shift, Hk, kvh);
     for (int key0 = 0; key0 <= lim_hi; key0 += BN) {
         kvqp_wait();      // tile key0 arrived in the staging while the previous one was multiplied
         __syncthreads();  // ... for every thread, and the previous tile is consumed
-        kvq_stage_dequant<T, D, BITS, BN, LD, NT>(sk, st.rk, st.sk, st.ok, st.par);
-        kvq_stage_dequant<T, D, BITS, BN, LD, NT>(sv, st.rv, st.sv, st.ov, st.par);
+        kvq_stage_dequant<T, D, BITS, BN, LD, NT>(sk, sv, st);
         __syncthreads();
         if (key0 + BN <= lim_hi)
-            kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs, Hk, kvh);
+            kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs_shift, Hk, kvh);
 
         float s[BN / 8][4];
 #pragma unroll
@@ -283,7 +299,7 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int key = key0 + i * 8 + 2 * t4 + e;
-                float va = s[i][e] * scale_log2, vb = s[i][2 + e] * scale_log2;
+                float va = s[i][e], vb = s[i][2 + e];  // raw scores: the scale joins the exponent's FFMA
                 if (!full) {
                     va = key <= lima ? va : neg_inf();
                     vb = key <= limb ? vb : neg_inf();
@@ -299,7 +315,7 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
         xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 1));
         xb = fmaxf(xb, __shfl_xor_sync(0xffffffffu, xb, 2));
         // key 0 is visible to every row, so after the first tile both maxima are finite
-        const float ca = kvqp_ex2(ma - xa), cb = kvqp_ex2(mb - xb);
+        const float ca = kvqp_ex2((ma - xa) * scale_log2), cb = kvqp_ex2((mb - xb) * scale_log2);
         const bool grew = xa > ma || xb > mb;
         ma = xa;
         mb = xb;
@@ -314,12 +330,13 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
                 o[i][3] *= cb;
             }
         }
+        const float na = -ma * scale_log2, nb = -mb * scale_log2;
 #pragma unroll
         for (int i = 0; i < BN / 8; i++) {
-            s[i][0] = kvqp_ex2(s[i][0] - ma);
-            s[i][1] = kvqp_ex2(s[i][1] - ma);
-            s[i][2] = kvqp_ex2(s[i][2] - mb);
-            s[i][3] = kvqp_ex2(s[i][3] - mb);
+            s[i][0] = kvqp_ex2(fmaf(s[i][0], scale_log2, na));
+            s[i][1] = kvqp_ex2(fmaf(s[i][1], scale_log2, na));
+            s[i][2] = kvqp_ex2(fmaf(s[i][2], scale_log2, nb));
+            s[i][3] = kvqp_ex2(fmaf(s[i][3], scale_log2, nb));
             la += s[i][0] + s[i][1];
             lb += s[i][2] + s[i][3];
         }
@@ -359,18 +376,18 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 }  // namespace ninfer
 
 // kvq_prefill_*: 8 warps, 128 query rows a block; kvq_prefill4_*: 4 warps, 64 rows (A/B: NINFER_KVQ_PREFILL=fused4).
-// Blocks an SM holds: head_dim 256: 8 warps (253 registers at 8 a block, its 128 output floats); else 16 warps with 8 a block
-// (128 registers, 40 bytes spilled at head_dim 128, ptxas 13.0), 12 with 4 (shared memory caps them at 3).
+// Blocks an SM holds: head_dim 256: 8 warps (239-245 registers, its 128 output floats); else 16 warps with 8 a
+// block (at most 128 registers), 12 with 4 (shared memory caps them at 3). No spills (ptxas 13.0, sm_90).
 #define NINFER_KVQ_PREFILL1(S, T, D, BITS, P, NW)                                                       \
     extern "C" __global__ void __launch_bounds__(NW * 32, D == 256 ? 8 / NW : (NW == 8 ? 2 : 3))                 \
         kvq_prefill##P##_##S##_d##D##_b##BITS(                                                          \
             const T *q, const unsigned char *kd, const __half *ks, const __half *ko, const unsigned char *vd, \
             const __half *vs, const __half *vo, const int *bt, const long long *pos, T *out, int ntok, int Hq, \
-            int Hk, int bs, int q_stride, float scale_log2) {                                           \
+            int Hk, int bs_shift, int q_stride, float scale_log2) {                                           \
         extern __shared__ __align__(16) unsigned char kvqp_smem[];                                      \
         ninfer::pdl_enter();                                                                           \
-        ninfer::kvq_prefill<T, D, BITS, NW>(kvqp_smem, q, kd, ks, ko, vd, vs, vo, bt, pos, out, ntok, Hq, Hk, bs, \
-                                            q_stride, scale_log2);                                      \
+        ninfer::kvq_prefill<T, D, BITS, NW>(kvqp_smem, q, kd, ks, ko, vd, vs, vo, bt, pos, out, ntok, Hq, Hk,      \
+                                            bs_shift, q_stride, scale_log2);                            \
     }
 
 #define NINFER_KVQ_PREFILL(S, T, D, BITS) \
