@@ -1,7 +1,7 @@
 """Prefill attention over a bf16 vs int8 vs int4 KV cache: one layer, the last 2048-token chunk of a prompt of L
 tokens (queries at L-2048 .. L-1 over keys 0 .. L-1, causal), at the Llama-3-8B shape (32 q / 8 kv heads of 128)
 and the Qwen3.5-27B one (24 / 4 of 256), L = 8K and 32K. The quantised caches run ``kvq_prefill`` (sm_80+: flash
-attention over the codes, each tile dequantised in shared memory; 8 warps a block, and 4) and the dense pass
+attention over the codes, each tile dequantised in shared memory; both its forms by warps a block) and the dense pass
 (``kvq_gather``: the used blocks dequantised into the query's dtype, then torch SDPA as on the bf16 path), same
 process and pools (``NINFER_KVQ_PREFILL`` picks one: ninfer.kernels.kv_quant); the bf16 cache (torch SDPA alone, flash) is the peer. Each op
 eagerly, median of 10 timed calls after 3 warm-ups (events), in ms; the fraction is of the bf16 matmul rate measured
@@ -70,17 +70,19 @@ def main():
             for fmt in ("bf16", "int8", "int4"):
                 kc, vc = random_pool(fmt, True, nblk, Hk, D), random_pool(fmt, False, nblk, Hk, D)
                 ops = resolve(a.backend, DeviceSpec.of(torch.device("cuda"), torch.bfloat16), kv_format=fmt)
-                rows = [("kvq_prefill (fused)" if fmt != "bf16" else "none (peer, SDPA)", "fused")]
+                rows = [("none (peer, SDPA)", "fused", 0)]
                 if fmt != "bf16":
-                    rows += [("kvq_prefill, 4 warps", "fused4"), ("kvq_gather + SDPA (before)", "gather")]
-                for label, mode in rows:
-                    kv_quant.PREFILL_MODE = mode
+                    big, small = kv_quant.prefill_warps(D)
+                    rows = [(f"kvq_prefill, {big} warps", "fused", big), (f"kvq_prefill, {small} warps", "fused", small),
+                            ("kvq_gather + SDPA", "gather", 0)]
+                for label, mode, warps in rows:
+                    kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = mode, warps
                     t = ms(ops.paged_attention, q, kc, vc, table, positions, D ** -0.5)
                     mb = extra_mb(ops.paged_attention, q, kc, vc, table, positions, D ** -0.5)
                     base = t if fmt == "bf16" else base
                     print(f"| {shape} | {L} | {fmt} | {label} | {t:.2f} | {fl / (t / 1e3) / flops:.2f} | "
                           f"{t / base:.2f} | {mb:.0f} |", flush=True)
-                kv_quant.PREFILL_MODE = "auto"
+                kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = "auto", 0
                 del kc, vc
                 torch.cuda.empty_cache()
 

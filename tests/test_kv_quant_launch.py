@@ -29,7 +29,7 @@ def test_every_gpu_backend_registers_both_ops_per_format():
         suffixes = ["f16"] + (["bf16"] if torch.bfloat16 in cls.kernels.dtypes else [])
         for s in suffixes:
             assert f"kvq_write_{s}_d128" in names and f"kvq_attention_{s}_d256_b4_r8" in names
-            assert f"kvq_prefill_{s}_d256_b4" in names and f"kvq_prefill_{s}_d64_b8" in names
+            assert f"kvq_prefill_{s}_d256_b4_w8" in names and f"kvq_prefill_{s}_d64_b8_w16" in names
 
 
 def test_cpu_input_falls_back_to_the_reference():

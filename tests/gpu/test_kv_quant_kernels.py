@@ -132,16 +132,17 @@ def test_prefill_gather_is_bit_for_bit(backend, fmt, Hq, Hk, D):
 @pytest.mark.parametrize("Hq,Hk,D", SHAPES)
 @pytest.mark.parametrize("T,L,order", [(17, 17, "chunk"), (300, 300, "chunk"), (100, 2100, "chunk"),
                                        (1000, 5000, "chunk"), (53, 900, "shuffled")])
-@pytest.mark.parametrize("mode", ["fused", "fused4"])
-def test_prefill_attention_fused(backend, fmt, Hq, Hk, D, T, L, order, mode, monkeypatch):
+@pytest.mark.parametrize("form", ["larger", "smaller"])
+def test_prefill_attention_fused(backend, fmt, Hq, Hk, D, T, L, order, form, monkeypatch):
     """Prefill (T > 16) through kvq_prefill, the codes dequantised inside the attention kernel: a first chunk
     (T = L), later chunks (queries at L-T .. L-1), and queries at positions in no order; against the float32
     reference, output poisoned. On sm_80+ the dense pass (kvq_gather + SDPA) must not run at all. Both forms of
-    the kernel: 8 warps a block (fused) and 4 (fused4)."""
+    the kernel (warps a block: 16 and 8 at head_dim 64 / 128, 8 and 4 at 256)."""
     from ninfer.kernels import kv_quant
     from ninfer.kernels.gdn import tensor_cores
 
-    monkeypatch.setattr(kv_quant, "PREFILL_MODE", mode)
+    monkeypatch.setattr(kv_quant, "PREFILL_MODE", "fused")
+    monkeypatch.setattr(kv_quant, "PREFILL_WARPS", kv_quant.prefill_warps(D)[form == "smaller"])
     if tensor_cores(torch.cuda.current_device()):
         def no_dense_pass(*a, **k):
             raise AssertionError("the quantised prefill took the dense pass")

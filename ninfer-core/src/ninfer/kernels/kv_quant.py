@@ -44,14 +44,21 @@ WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
 #     flash SDPA) is 1.7-1.9x faster than kvq_prefill at 8K-32K (bench/RESULTS.md, 2026-12-04 session 13); the fused
 #     kernel allocates nothing beyond its output however long the context, so a long prompt never needs a copy of
 #     its cache;
-#   "fused": kvq_prefill always (8 warps, 128 query rows a block; 4 where shared memory is short); "fused4": its
-#     4-warp form (A/B); "gather": the dense pass always (and below sm_80, where kvq_prefill does not run).
+#   "fused": kvq_prefill always; "gather": the dense pass always (and below sm_80, where kvq_prefill does not run).
+# kvq_prefill's warps a block (16 query rows each): the most whose shared memory fits, of 16 / 8 (head_dim 64 and 128)
+# and 8 / 4 (256); NINFER_KVQ_PREFILL_WARPS=N picks one of those (A/B).
 PREFILL_MODE = os.environ.get("NINFER_KVQ_PREFILL", "auto")
+PREFILL_WARPS = int(os.environ.get("NINFER_KVQ_PREFILL_WARPS", "0"))
 DENSE_MAX_BYTES = int(os.environ.get("NINFER_KVQ_DENSE_MB", "256")) * 2**20
 LOG2E = 1.4426950408889634
 
 
-def prefill_smem(D: int, bits: int, warps: int = 8) -> int:
+def prefill_warps(D: int) -> tuple[int, int]:
+    """kvq_prefill's forms at head_dim D, by warps a block, the larger first (kvq_prefill.cuh)."""
+    return (8, 4) if D == 256 else (16, 8)
+
+
+def prefill_smem(D: int, bits: int, warps: int) -> int:
     """Dynamic shared memory of kvq_prefill at head_dim D (KvqPrefillShape<D, warps>::smem): the query rows and one
     tile of K and of V, 16-bit, rows padded by 8 elements; the next tile's codes, scales and offsets as the pool
     holds them, and a parity per key."""
@@ -146,18 +153,20 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
             used = (int(positions[-1].item()) + bs) // bs * bs  # the dense pass syncs for this too
             if 2 * used * Hk * D * q.element_size() <= DENSE_MAX_BYTES:
                 return None
-        optin = smem_optin(dev.index)
-        warps = 4 if PREFILL_MODE == "fused4" or prefill_smem(D, k_cache.bits) > optin else 8
-        smem = prefill_smem(D, k_cache.bits, warps)  # 8 warps at head_dim 256 need 168 KB: 4 (84) on sm_86 / sm_89
-        if smem > optin:
+        optin = smem_optin(dev.index)  # 8 warps at head_dim 256 need 168 KB: 4 (84) on sm_86 / sm_89
+        forms = [w for w in prefill_warps(D) if prefill_smem(D, k_cache.bits, w) <= optin
+                 and PREFILL_WARPS in (0, w)]
+        if not forms:
             return None
+        warps = forms[0]
+        smem = prefill_smem(D, k_cache.bits, warps)
         qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
         if qr.stride(0) % 8 or qr.data_ptr() % 16:
             qr = qr.contiguous()
         bt = (block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)).contiguous()
         pos = (positions if positions.dtype == torch.int64 else positions.to(torch.int64)).contiguous()
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=dev)
-        fn = lib.module(dev)[f"kvq_prefill{'4' if warps == 4 else ''}_{s}_d{D}_b{k_cache.bits}"]
+        fn = lib.module(dev)[f"kvq_prefill_{s}_d{D}_b{k_cache.bits}_w{warps}"]
         fn.set_max_dynamic_smem(smem)
         rows, per_block = T * (Hq // Hk), 16 * warps
         fn(((rows + per_block - 1) // per_block, Hk), (32 * warps,), qr, k_cache.data, k_cache.scale,

@@ -20,7 +20,7 @@ namespace ninfer {
 template <int D, int NW>
 struct KvqPrefillShape {
     static constexpr int BM = 16 * NW;             // query rows per block: NW warps of 16
-    static constexpr int BN = D == 256 && NW == 4 ? 32 : 64;  // keys per tile
+    static constexpr int BN = D == 256 && NW == 4 ? 32 : 64;  // keys per tile (4 warps at 256: 99 KB a block)
     static constexpr int LD = D + 8;               // 16-bit elements per shared row: +16 bytes, conflict-free
     static constexpr int THREADS = 32 * NW;
     static constexpr int SW = D == 64 ? 1 : D / 128;  // 32-bit words of a key's fp16 scales staged (below)
@@ -163,9 +163,11 @@ __device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS, BN> &st,
     kvqp_commit();
 }
 
-// 8 codes of one staged key as floats times the scale (plus the offset): int8 c * s, int4 u * s + o, each rounded as
-// kv_ops._gather computes them in float32 (the values kvq_gather writes). Codes become floats exactly with two
-// integer ops (kv_quant.cuh: byte_f, nib_f).
+// 8 codes of one staged key as floats times the scale (plus the offset), three instructions a value. int8: c * s
+// rounded once, as kv_ops._gather (the byte moved into a float's mantissa, 0x4B0000bb - (2^23 + 128) = c exactly;
+// kv_quant.cuh: byte_f). int4: u * s + o rounded once (one FFMA; kv_ops._gather rounds the product, then the sum):
+// nibble k stays at bit 4k' of the mantissa (k' = k, or k - 3 after one shift for the top three), so the float is
+// 2^23 + u 2^(4k'), and (that - 2^23) * (s 2^(-4k')) + o is u * s + o with powers of two exact.
 template <int BITS>
 __device__ __forceinline__ void kvq_deq8(const unsigned char *raw, float s, float o, float (&f)[8]) {
     if (BITS == 8) {
@@ -178,10 +180,12 @@ __device__ __forceinline__ void kvq_deq8(const unsigned char *raw, float s, floa
         }
     } else {
         const unsigned w = *reinterpret_cast<const unsigned *>(raw);
+        const unsigned hi = w >> 12;  // nibbles 5, 6, 7 at bits 8, 12, 16
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            const float uf = __uint_as_float(0x4B000000u | ((w >> (4 * k)) & 0xFu)) - 8388608.f;
-            f[k] = __fadd_rn(__fmul_rn(uf, s), o);
+            const int at = k < 5 ? 4 * k : 4 * (k - 3);
+            const unsigned m = ((k < 5 ? w : hi) & (0xFu << at)) | 0x4B000000u;
+            f[k] = fmaf(__uint_as_float(m) - 8388608.f, s * __uint_as_float((127u - at) << 23), o);
         }
     }
 }
@@ -375,25 +379,26 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 
 }  // namespace ninfer
 
-// kvq_prefill_*: 8 warps, 128 query rows a block; kvq_prefill4_*: 4 warps, 64 rows (A/B: NINFER_KVQ_PREFILL=fused4).
-// Blocks an SM holds: head_dim 256: 8 warps (239-245 registers, its 128 output floats); else 16 warps with 8 a
-// block (at most 128 registers), 12 with 4 (shared memory caps them at 3). No spills (ptxas 13.0, sm_90).
-#define NINFER_KVQ_PREFILL1(S, T, D, BITS, P, NW)                                                       \
-    extern "C" __global__ void __launch_bounds__(NW * 32, D == 256 ? 8 / NW : (NW == 8 ? 2 : 3))                 \
-        kvq_prefill##P##_##S##_d##D##_b##BITS(                                                          \
+// kvq_prefill_<dtype>_d<D>_b<bits>_w<NW>: NW warps, 16 NW query rows a block. Head_dim 256: 8 warps (one block an SM,
+// 239-245 registers: its 128 output floats) and 4 (two blocks; the form for sm_86 / sm_89, whose 99 KB of shared memory
+// a block the 8-warp form exceeds). Head_dim 64 / 128: 16 warps (one block, at most 128 registers) and 8 (two blocks).
+// No spills (ptxas 13.0, sm_90).
+#define NINFER_KVQ_PREFILL1(S, T, D, BITS, NW)                                                          \
+    extern "C" __global__ void __launch_bounds__(NW * 32, D == 256 ? 8 / NW : 16 / NW)                 \
+        kvq_prefill_##S##_d##D##_b##BITS##_w##NW(                                                       \
             const T *q, const unsigned char *kd, const __half *ks, const __half *ko, const unsigned char *vd, \
             const __half *vs, const __half *vo, const int *bt, const long long *pos, T *out, int ntok, int Hq, \
-            int Hk, int bs_shift, int q_stride, float scale_log2) {                                           \
+            int Hk, int bs_shift, int q_stride, float scale_log2) {                                     \
         extern __shared__ __align__(16) unsigned char kvqp_smem[];                                      \
         ninfer::pdl_enter();                                                                           \
         ninfer::kvq_prefill<T, D, BITS, NW>(kvqp_smem, q, kd, ks, ko, vd, vs, vo, bt, pos, out, ntok, Hq, Hk,      \
                                             bs_shift, q_stride, scale_log2);                            \
     }
 
-#define NINFER_KVQ_PREFILL(S, T, D, BITS) \
-    NINFER_KVQ_PREFILL1(S, T, D, BITS, , 8) NINFER_KVQ_PREFILL1(S, T, D, BITS, 4, 4)
-
 #define NINFER_KVQ_PREFILL_KERNELS(S, T)                                                                \
-    NINFER_KVQ_PREFILL(S, T, 64, 8) NINFER_KVQ_PREFILL(S, T, 64, 4)                                    \
-    NINFER_KVQ_PREFILL(S, T, 128, 8) NINFER_KVQ_PREFILL(S, T, 128, 4)                                  \
-    NINFER_KVQ_PREFILL(S, T, 256, 8) NINFER_KVQ_PREFILL(S, T, 256, 4)
+    NINFER_KVQ_PREFILL1(S, T, 64, 8, 16) NINFER_KVQ_PREFILL1(S, T, 64, 4, 16)                           \
+    NINFER_KVQ_PREFILL1(S, T, 64, 8, 8) NINFER_KVQ_PREFILL1(S, T, 64, 4, 8)                             \
+    NINFER_KVQ_PREFILL1(S, T, 128, 8, 16) NINFER_KVQ_PREFILL1(S, T, 128, 4, 16)                         \
+    NINFER_KVQ_PREFILL1(S, T, 128, 8, 8) NINFER_KVQ_PREFILL1(S, T, 128, 4, 8)                           \
+    NINFER_KVQ_PREFILL1(S, T, 256, 8, 8) NINFER_KVQ_PREFILL1(S, T, 256, 4, 8)                           \
+    NINFER_KVQ_PREFILL1(S, T, 256, 8, 4) NINFER_KVQ_PREFILL1(S, T, 256, 4, 4)
