@@ -82,7 +82,7 @@ def main():
                     base = t if fmt == "bf16" else base
                     print(f"| {shape} | {L} | {fmt} | {label} | {t:.2f} | {fl / (t / 1e3) / flops:.2f} | "
                           f"{t / base:.2f} | {mb:.0f} |", flush=True)
-                kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = "auto", 0
+                kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = "fused", 0
                 del kc, vc
                 torch.cuda.empty_cache()
 

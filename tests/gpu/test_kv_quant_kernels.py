@@ -141,8 +141,7 @@ def test_prefill_attention_fused(backend, fmt, Hq, Hk, D, T, L, order, form, mon
     from ninfer.kernels import kv_quant
     from ninfer.kernels.gdn import tensor_cores
 
-    monkeypatch.setattr(kv_quant, "PREFILL_MODE", "fused")
-    monkeypatch.setattr(kv_quant, "PREFILL_WARPS", kv_quant.prefill_warps(D)[form == "smaller"])
+    monkeypatch.setattr(kv_quant, "PREFILL_WARPS", kv_quant.prefill_warps(D)[form == "smaller"])  # the default mode
     if tensor_cores(torch.cuda.current_device()):
         def no_dense_pass(*a, **k):
             raise AssertionError("the quantised prefill took the dense pass")
@@ -184,32 +183,6 @@ def test_prefill_fused_matches_dense_pass(backend, fmt, monkeypatch):
         monkeypatch.setattr(kv_quant, "PREFILL_MODE", "gather")
         dense = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
         assert rel_l2(fused, dense) < 5e-3, (dtype, rel_l2(fused, dense))
-
-
-def test_prefill_auto_takes_the_fused_kernel_past_the_dense_bound(backend, monkeypatch):
-    """NINFER_KVQ_PREFILL=auto (the default): the dense pass while its copy of the used blocks fits
-    DENSE_MAX_BYTES, kvq_prefill beyond it (sm_80+); both give the reference's result."""
-    from ninfer.kernels import kv_quant
-    from ninfer.kernels.gdn import tensor_cores
-
-    Hq, Hk, D, bs = 32, 8, 128, 16
-    dtype = backend_dtypes(backend)[0]
-    kc, vc, block_table = _filled("int4", 640, 64, bs, Hk, D)
-    ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format="int4")
-    dense_calls = []
-    sdpa = kv_quant.prefill_sdpa
-    monkeypatch.setattr(kv_quant, "prefill_sdpa", lambda *a: dense_calls.append(1) or sdpa(*a))
-    monkeypatch.setattr(kv_quant, "PREFILL_MODE", "auto")
-    # the dense copy of 320 keys: 2 x 320 x 8 x 128 x 2 bytes = 1.25 MiB; of 640: 2.5 MiB
-    monkeypatch.setattr(kv_quant, "DENSE_MAX_BYTES", 2 * 2**20)
-    for L, dense in ((320, True), (640, not tensor_cores(torch.cuda.current_device()))):
-        positions = torch.arange(L - 100, L, device="cuda")
-        q = torch.randn(100, Hq, D, device="cuda").to(dtype)
-        dense_calls.clear()
-        out = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
-        assert bool(dense_calls) == dense, L
-        want = kv_ops.paged_attention(q.float(), kc, vc, block_table, positions, D ** -0.5)
-        assert rel_l2(out, want) < TOL
 
 
 def test_prefill_block_size_not_a_power_of_two_takes_the_dense_pass(backend, monkeypatch):

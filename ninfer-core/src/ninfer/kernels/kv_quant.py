@@ -6,10 +6,10 @@ backend for the KV formats int8, int4 and int4_norot (``ninfer.quant.kv_cache``)
   reduction before the launch, as the reference does; every later write is the kernel alone.
 - ``paged_attention``: decode / verify (T <= 16 query tokens): flash-decoding over the codes, dequantised in
   registers, the query rotated instead of K, a rotated V's partial outputs rotated back, then the bf16
-  path's combine kernel. Prefill (T > 16): the dense pass, the used blocks dequantised (one ``kvq_gather`` launch
-  for K and one for V, into the query's dtype) and torch SDPA; or on sm_80+ ``kvq_prefill``, a flash attention
-  (mma.sync) that dequantises each tile of codes into shared memory, no dense copy of the context: by default
-  where that copy would exceed NINFER_KVQ_DENSE_MB (PREFILL_MODE below).
+  path's combine kernel. Prefill (T > 16) on sm_80+: ``kvq_prefill``, a flash attention (mma.sync) that
+  dequantises each tile of codes into shared memory, no dense copy of the context. Below sm_80, for blocks of
+  other than a power of two tokens, and under NINFER_KVQ_PREFILL=gather: the dense pass, the used blocks
+  dequantised (one ``kvq_gather`` launch for K and one for V, into the query's dtype), then torch SDPA.
 
 Anything the kernels were not written for (CPU tensors, head_dim outside 64/128/256, a group other than 64,
 non-contiguous pools, a dtype the backend lacks) runs the reference op of ``ninfer.quant.kv_ops``. Nothing
@@ -39,17 +39,14 @@ WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
 
 
 # Prefill (T > 16) over a quantised cache, NINFER_KVQ_PREFILL:
-#   "auto" (default): the dense pass while its copy of the context (K and V of the used blocks in the query's dtype)
-#     stays within NINFER_KVQ_DENSE_MB (256), kvq_prefill beyond. On the H200 the dense pass (kvq_gather + torch's
-#     flash SDPA) is 1.7-1.9x faster than kvq_prefill at 8K-32K (bench/RESULTS.md, 2026-12-04 session 13); the fused
-#     kernel allocates nothing beyond its output however long the context, so a long prompt never needs a copy of
-#     its cache;
-#   "fused": kvq_prefill always; "gather": the dense pass always (and below sm_80, where kvq_prefill does not run).
+#   "fused" (default): kvq_prefill wherever it runs (sm_80+, blocks of a power of two tokens): nothing allocated
+#     beyond its output however long the context. On the H200 (bench/RESULTS.md, 2026-12-04 session 13) it is faster
+#     than the dense pass at 8K and 1.17-1.32x slower at 32K, where the dense pass copies ~290 MB a layer call;
+#   "gather": the dense pass (kvq_gather, then torch's flash SDPA), as below sm_80.
 # kvq_prefill's warps a block (16 query rows each): the most whose shared memory fits, of 16 / 8 (head_dim 64 and 128)
 # and 8 / 4 (256); NINFER_KVQ_PREFILL_WARPS=N picks one of those (A/B).
-PREFILL_MODE = os.environ.get("NINFER_KVQ_PREFILL", "auto")
+PREFILL_MODE = os.environ.get("NINFER_KVQ_PREFILL", "fused")
 PREFILL_WARPS = int(os.environ.get("NINFER_KVQ_PREFILL_WARPS", "0"))
-DENSE_MAX_BYTES = int(os.environ.get("NINFER_KVQ_DENSE_MB", "256")) * 2**20
 LOG2E = 1.4426950408889634
 
 
@@ -140,8 +137,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
 
     def fused_prefill(q, k_cache, v_cache, block_table, positions, scale):
         """T > 16 on sm_80+: one kvq_prefill launch, flash attention over the codes (dequantised tile by tile in
-        shared memory), no dense copy of the context. None where it does not serve or PREFILL_MODE picks the
-        dense pass."""
+        shared memory), no dense copy of the context. None where it does not serve or PREFILL_MODE is "gather"."""
         s = suffix(q)
         T, Hq, D = q.shape
         dev = q.device
@@ -149,10 +145,6 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         if (PREFILL_MODE == "gather" or s is None or q.element_size() != 2 or bs & (bs - 1)  # pages by shifts
                 or not tensor_cores(dev.index)):
             return None
-        if PREFILL_MODE == "auto":
-            used = (int(positions[-1].item()) + bs) // bs * bs  # the dense pass syncs for this too
-            if 2 * used * Hk * D * q.element_size() <= DENSE_MAX_BYTES:
-                return None
         optin = smem_optin(dev.index)  # 8 warps at head_dim 256 need 168 KB: 4 (84) on sm_86 / sm_89
         forms = [w for w in prefill_warps(D) if prefill_smem(D, k_cache.bits, w) <= optin
                  and PREFILL_WARPS in (0, w)]
