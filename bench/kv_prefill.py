@@ -1,7 +1,7 @@
 """Prefill attention over a bf16 vs int8 vs int4 KV cache: one layer, the last 2048-token chunk of a prompt of L
 tokens (queries at L-2048 .. L-1 over keys 0 .. L-1, causal), at the Llama-3-8B shape (32 q / 8 kv heads of 128)
 and the Qwen3.5-27B one (24 / 4 of 256), L = 8K and 32K. The quantised caches run ``kvq_prefill`` (sm_80+: flash
-attention over the codes, each tile dequantised in shared memory; both its forms by warps a block) and the dense pass
+attention over the codes, each tile dequantised in shared memory; its forms by warps a block) and the dense pass
 (``kvq_gather``: the used blocks dequantised into the query's dtype, then torch SDPA as on the bf16 path), same
 process and pools (``NINFER_KVQ_PREFILL`` picks one: ninfer.kernels.kv_quant); the bf16 cache (torch SDPA alone, flash) is the peer. Each op
 eagerly, median of 10 timed calls after 3 warm-ups (events), in ms; the fraction is of the bf16 matmul rate measured
@@ -73,8 +73,8 @@ def main():
                 rows = [("none (peer, SDPA)", "fused", 0)]
                 if fmt != "bf16":
                     big, small = kv_quant.prefill_warps(D)
-                    rows = [(f"kvq_prefill, {big} warps", "fused", big), (f"kvq_prefill, {small} warps", "fused", small),
-                            ("kvq_gather + SDPA", "gather", 0)]
+                    rows = [(f"kvq_prefill, {w} warps", "fused", w) for w in (big, small)]
+                    rows.append(("kvq_gather + SDPA", "gather", 0))
                 for label, mode, warps in rows:
                     kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = mode, warps
                     t = ms(ops.paged_attention, q, kc, vc, table, positions, D ** -0.5)

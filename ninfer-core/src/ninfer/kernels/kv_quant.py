@@ -40,8 +40,9 @@ WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
 
 # Prefill (T > 16) over a quantised cache, NINFER_KVQ_PREFILL:
 #   "fused" (default): kvq_prefill wherever it runs (sm_80+, blocks of a power of two tokens): nothing allocated
-#     beyond its output however long the context. On the H200 (bench/RESULTS.md, 2026-12-04 session 13) it is faster
-#     than the dense pass at 8K and 1.17-1.32x slower at 32K, where the dense pass copies ~290 MB a layer call;
+#     beyond its output however long the context. On the H200 (bench/RESULTS.md, 2026-12-04 session 13, call 6) it
+#     takes 0.93-1.08x the dense pass's time at 8K and 1.16-1.24x at 32K, where the dense pass copies ~290 MB a
+#     layer call;
 #   "gather": the dense pass (kvq_gather, then torch's flash SDPA), as below sm_80.
 # kvq_prefill's warps a block (16 query rows each): the most whose shared memory fits, of 16 / 8 (head_dim 64 and 128)
 # and 8 / 4 (256); NINFER_KVQ_PREFILL_WARPS=N picks one of those (A/B).

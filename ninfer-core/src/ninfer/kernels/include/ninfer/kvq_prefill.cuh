@@ -3,9 +3,13 @@
 //   - a block takes BM = 16 NW query rows of one kv head (NW warps), rows (token, head of the group) as the decode
 //     kernels number them, so the group's query heads share each dequantised key tile;
 //   - per tile of BN keys: the tile's codes, scales and offsets were copied into a shared staging area (cp.async,
-//     paged through the block table) while the previous tile was multiplied; the block dequantises them into
-//     shared rows of the query's dtype (int8 c * s, int4 u * s + o, rounded as kv_ops._gather computes them in
-//     float32, so the values are kvq_gather's), then starts the next tile's copies;
+//     paged through the block table) while the previous tile was multiplied; the block dequantises them into fp16
+//     shared rows (int8 c * s, int4 u * s + o, each rounded once to fp16, two values a half2 instruction), then
+//     starts the next tile's copies;
+//   - the products run in fp16 whatever the query's dtype (bf16 queries are converted as they are loaded: exact
+//     within fp16's range, |x| < 65504, as are the dequantised keys and values; fp16 keeps 3 more bits than bf16).
+//     On the H200 this beat tiles in the query's dtype with float32 dequantisation by 7-15 % (bench/RESULTS.md,
+//     2026-12-04 session 13, call 6);
 //   - each warp multiplies its 16 query rows by the tile (ldmatrix fragments), keeps the running max of the raw
 //     scores and the sum in float32 (2^(s * scale * log2 e - max * scale * log2 e), one FFMA and one MUFU), and adds
 //     P V into its float32 output rows.
@@ -29,6 +33,14 @@ struct KvqPrefillShape {
     static constexpr int smem(int bits) { return (BM + 2 * BN) * LD * 2 + 2 * BN * D * bits / 8 + 4 * BN * SW * 4 + BN * 4; }
 };
 
+template <typename A, typename B>
+struct KvqSame {
+    static constexpr bool value = false;
+};
+template <typename A>
+struct KvqSame<A, A> {
+    static constexpr bool value = true;
+};
 template <typename T>
 __device__ __forceinline__ unsigned pack2(float lo, float hi);
 template <>
@@ -163,37 +175,43 @@ __device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS, BN> &st,
     kvqp_commit();
 }
 
-// 8 codes of one staged key as floats times the scale (plus the offset), three instructions a value. int8: c * s
-// rounded once, as kv_ops._gather (the byte moved into a float's mantissa, 0x4B0000bb - (2^23 + 128) = c exactly;
-// kv_quant.cuh: byte_f). int4: u * s + o rounded once (one FFMA; kv_ops._gather rounds the product, then the sum):
-// nibble k stays at bit 4k' of the mantissa (k' = k, or k - 3 after one shift for the top three), so the float is
-// 2^23 + u 2^(4k'), and (that - 2^23) * (s 2^(-4k')) + o is u * s + o with powers of two exact.
+// 8 codes of one staged key dequantised in fp16, two values a half2 instruction: int8 c * s and int4 u * s + o, each
+// rounded once to fp16 (s, o are the pool's fp16; kv_ops._gather computes them in float32). The code goes into a half's mantissa under the
+// exponent of 1024 (0x64bb = 1024 + bb; an int4 pair (lo, hi) through one PRMT and one LOP3), less 1152 (int8, the
+// byte offset by 128) or 1024 (int4), exactly.
 template <int BITS>
-__device__ __forceinline__ void kvq_deq8(const unsigned char *raw, float s, float o, float (&f)[8]) {
+__device__ __forceinline__ uint4 kvq_deq8h(const unsigned char *raw, __half s, __half o) {
+    uint4 r;
+    unsigned *h = reinterpret_cast<unsigned *>(&r);
+    const __half2 s2 = __half2half2(s);
     if (BITS == 8) {
         const uint2 w = *reinterpret_cast<const uint2 *>(raw);
-        const unsigned t0 = w.x ^ 0x80808080u, t1 = w.y ^ 0x80808080u;
+        const unsigned t[2] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u};
+        const __half2 base = __float2half2_rn(1152.f);
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            f[k] = __fmul_rn(__uint_as_float(__byte_perm(t0, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
-            f[k + 4] = __fmul_rn(__uint_as_float(__byte_perm(t1, 0x4B000000u, 0x7540u | k)) - 8388736.f, s);
+        for (int i = 0; i < 4; i++) {
+            const unsigned m = __byte_perm(t[i / 2], 0x64646464u, i % 2 ? 0x7362u : 0x5140u);
+            const __half2 v = __hmul2(__hsub2(*reinterpret_cast<const __half2 *>(&m), base), s2);
+            h[i] = *reinterpret_cast<const unsigned *>(&v);
         }
     } else {
-        const unsigned w = *reinterpret_cast<const unsigned *>(raw);
-        const unsigned hi = w >> 12;  // nibbles 5, 6, 7 at bits 8, 12, 16
+        const unsigned w = *reinterpret_cast<const unsigned *>(raw), w4 = w >> 4;
+        const __half2 base = __float2half2_rn(1024.f), o2 = __half2half2(o);
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const int at = k < 5 ? 4 * k : 4 * (k - 3);
-            const unsigned m = ((k < 5 ? w : hi) & (0xFu << at)) | 0x4B000000u;
-            f[k] = fmaf(__uint_as_float(m) - 8388608.f, s * __uint_as_float((127u - at) << 23), o);
+        for (int i = 0; i < 4; i++) {  // byte i holds elements 2i (low nibble) and 2i + 1
+            const unsigned m = (__byte_perm(w, w4, (unsigned)(i | i << 4 | (4 + i) << 8 | (4 + i) << 12)) & 0x000F000Fu)
+                               | 0x64006400u;
+            const __half2 v = __hfma2(__hsub2(*reinterpret_cast<const __half2 *>(&m), base), s2, o2);
+            h[i] = *reinterpret_cast<const unsigned *>(&v);
         }
     }
+    return r;
 }
 
 // The staged tile (K and V) dequantised into shared rows [BN][LD] of T. A thread takes the same 8 elements c of
 // keys j0, j0 + NT / PR, ...: constant address steps, one scale (and offset) index.
-template <typename T, int D, int BITS, int BN, int LD, int NT>
-__device__ __forceinline__ void kvq_stage_dequant(T *dk, T *dv, const KvqStage<D, BITS, BN> &st) {
+template <int D, int BITS, int BN, int LD, int NT>
+__device__ __forceinline__ void kvq_stage_dequant(__half *dk, __half *dv, const KvqStage<D, BITS, BN> &st) {
     constexpr int SW = KvqPrefillShape<D, 4>::SW, PR = D / 8, KPP = NT / PR, RB = D * BITS / 8, NG = D / 64;
     static_assert(NT % PR == 0 && BN % KPP == 0, "kvq_stage_dequant shape");
     const int c = (threadIdx.x % PR) * 8, j0 = threadIdx.x / PR;
@@ -201,13 +219,14 @@ __device__ __forceinline__ void kvq_stage_dequant(T *dk, T *dv, const KvqStage<D
     for (int i = 0; i < BN / KPP; i++) {
         const int j = j0 + i * KPP;
         const int gi = (NG == 1 ? st.par[j] : 0) + c / 64;  // NG >= 2: the key's first scale is even
-        float f[8];
-        kvq_deq8<BITS>(st.rk + j * RB + c * BITS / 8, __half2float(reinterpret_cast<const __half *>(st.sk + j * SW)[gi]),
-                       BITS == 4 ? __half2float(reinterpret_cast<const __half *>(st.ok + j * SW)[gi]) : 0.f, f);
-        *reinterpret_cast<uint4 *>(dk + j * LD + c) = pack8<T>(f);
-        kvq_deq8<BITS>(st.rv + j * RB + c * BITS / 8, __half2float(reinterpret_cast<const __half *>(st.sv + j * SW)[gi]),
-                       BITS == 4 ? __half2float(reinterpret_cast<const __half *>(st.ov + j * SW)[gi]) : 0.f, f);
-        *reinterpret_cast<uint4 *>(dv + j * LD + c) = pack8<T>(f);
+        const __half *sk = reinterpret_cast<const __half *>(st.sk + j * SW);
+        const __half *sv = reinterpret_cast<const __half *>(st.sv + j * SW);
+        const __half *ok = reinterpret_cast<const __half *>(st.ok + j * SW);
+        const __half *ov = reinterpret_cast<const __half *>(st.ov + j * SW);
+        *reinterpret_cast<uint4 *>(dk + j * LD + c) =
+            kvq_deq8h<BITS>(st.rk + j * RB + c * BITS / 8, sk[gi], BITS == 4 ? ok[gi] : sk[gi]);
+        *reinterpret_cast<uint4 *>(dv + j * LD + c) =
+            kvq_deq8h<BITS>(st.rv + j * RB + c * BITS / 8, sv[gi], BITS == 4 ? ov[gi] : sv[gi]);
     }
 }
 
@@ -226,9 +245,10 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 #if __CUDA_ARCH__ >= 800
     using Sh = KvqPrefillShape<D, NW>;
     constexpr int BM = Sh::BM, BN = Sh::BN, LD = Sh::LD, NT = Sh::THREADS;
-    T *sq = reinterpret_cast<T *>(smem);  // [BM][LD]
-    T *sk = sq + BM * LD;                 // [BN][LD]
-    T *sv = sk + BN * LD;                 // [BN][LD]
+    using C = __half;  // the tiles and the products' operands (bf16 queries converted: exact within fp16's range)
+    C *sq = reinterpret_cast<C *>(smem);  // [BM][LD]
+    C *sk = sq + BM * LD;                 // [BN][LD]
+    C *sv = sk + BN * LD;                 // [BN][LD]
     const int kvh = blockIdx.y, grp = Hq / Hk;
     const int nrows = ntok * grp;
     const int row0 = (gridDim.x - 1 - blockIdx.x) * BM;  // the longest rows (the causal triangle's foot) first
@@ -258,7 +278,14 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
         const int r = u / (D / 8), c = (u % (D / 8)) * 8;
         const int row = min(row0 + r, nrows - 1);
         const T *src = q + (i64)(row / grp) * q_stride + (i64)(kvh * grp + row % grp) * D + c;
-        *reinterpret_cast<uint4 *>(sq + r * LD + c) = *reinterpret_cast<const uint4 *>(src);
+        const uint4 v = *reinterpret_cast<const uint4 *>(src);
+        if constexpr (KvqSame<C, T>::value) {
+            *reinterpret_cast<uint4 *>(sq + r * LD + c) = v;
+        } else {  // bf16 into fp16: exact within fp16's range
+            float f[8];
+            unpack8<T>(v, f);
+            *reinterpret_cast<uint4 *>(sq + r * LD + c) = pack8<C>(f);
+        }
     }
     __syncthreads();
     const int lim_lo = lims[0], lim_hi = lims[1];
@@ -275,7 +302,7 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
     for (int key0 = 0; key0 <= lim_hi; key0 += BN) {
         kvqp_wait();      // tile key0 arrived in the staging while the previous one was multiplied
         __syncthreads();  // ... for every thread, and the previous tile is consumed
-        kvq_stage_dequant<T, D, BITS, BN, LD, NT>(sk, sv, st);
+        kvq_stage_dequant<D, BITS, BN, LD, NT>(sk, sv, st);
         __syncthreads();
         if (key0 + BN <= lim_hi)
             kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs_shift, Hk, kvh);
@@ -291,8 +318,8 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
             for (int nn = 0; nn < BN / 16; nn++) {
                 unsigned b[4];  // keys nn*16 + 0..7 / 8..15, dims kk*16 + 0..7 / 8..15
                 ldsm4<false>(b, sk + (nn * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-                mma16816<T>(s[2 * nn], a, b[0], b[1]);
-                mma16816<T>(s[2 * nn + 1], a, b[2], b[3]);
+                mma16816<C>(s[2 * nn], a, b[0], b[1]);
+                mma16816<C>(s[2 * nn + 1], a, b[2], b[3]);
             }
         }
 
@@ -347,16 +374,16 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
             unsigned a[4];  // P's rows as the A operand: keys kk*16 + 0..7 (n-tile 2kk), 8..15 (2kk + 1)
-            a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-            a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-            a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            a[0] = pack2<C>(s[2 * kk][0], s[2 * kk][1]);
+            a[1] = pack2<C>(s[2 * kk][2], s[2 * kk][3]);
+            a[2] = pack2<C>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            a[3] = pack2<C>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
             for (int dd = 0; dd < D / 16; dd++) {
                 unsigned b[4];  // keys kk*16 + 0..7 / 8..15, dims dd*16 + 0..7 / 8..15, transposed
                 ldsm4<true>(b, sv + (kk * 16 + (lane & 15)) * LD + dd * 16 + (lane >> 4) * 8);
-                mma16816<T>(o[2 * dd], a, b[0], b[1]);
-                mma16816<T>(o[2 * dd + 1], a, b[2], b[3]);
+                mma16816<C>(o[2 * dd], a, b[0], b[1]);
+                mma16816<C>(o[2 * dd + 1], a, b[2], b[3]);
             }
         }
     }
