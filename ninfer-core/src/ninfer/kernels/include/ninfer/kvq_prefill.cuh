@@ -28,9 +28,8 @@ struct KvqPrefillShape {
     static constexpr int LD = D + 8;               // 16-bit elements per shared row: +16 bytes, conflict-free
     static constexpr int THREADS = 32 * NW;
     static constexpr int SW = D == 64 ? 1 : D / 128;  // 32-bit words of a key's fp16 scales staged (below)
-    // the query rows, one tile of K and V dequantised, the next tile's codes, scales, offsets and parities
-    // (ninfer.kernels.kv_quant.prefill_smem says the same)
-    static constexpr int smem(int bits) { return (BM + 2 * BN) * LD * 2 + 2 * BN * D * bits / 8 + 4 * BN * SW * 4 + BN * 4; }
+    // Dynamic shared memory (ninfer.kernels.kv_quant.prefill_smem computes its size): the query rows and one tile of
+    // K and of V dequantised ([BM + 2 BN][LD] fp16), then the next tile's staging (KvqStage).
 };
 
 template <typename A, typename B>
@@ -54,21 +53,8 @@ __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
     return *reinterpret_cast<const unsigned *>(&v);
 }
 
-// d += A (16x16, row) B (16x8, col), float32 accumulators
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1);
-template <>
-__device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&d)[4], const unsigned (&a)[4], unsigned b0,
-                                                        unsigned b1) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-template <>
-__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+// d += A (16x16, row) B (16x8, col), fp16 operands, float32 accumulators
+__device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
 #if __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
@@ -230,7 +216,8 @@ __device__ __forceinline__ void kvq_stage_dequant(__half *dk, __half *dv, const 
     }
 }
 
-// grid (ceil(T G / BM), Hk), KvqPrefillShape<D, NW>::THREADS threads, smem(BITS) bytes of dynamic shared memory.
+// grid (ceil(T G / BM), Hk), KvqPrefillShape<D, NW>::THREADS threads, kv_quant.prefill_smem bytes of dynamic shared
+// memory.
 // q: [T, Hq, D] (rows at q_stride elements, 16-byte aligned); out: [T, Hq, D] contiguous; positions [T];
 // bs_shift: log2 of the pool's block size; scale_log2: the softmax scale times log2(e). Key j is visible to the row of token t iff j <= positions[t],
 // in any order of positions.
@@ -318,8 +305,8 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
             for (int nn = 0; nn < BN / 16; nn++) {
                 unsigned b[4];  // keys nn*16 + 0..7 / 8..15, dims kk*16 + 0..7 / 8..15
                 ldsm4<false>(b, sk + (nn * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-                mma16816<C>(s[2 * nn], a, b[0], b[1]);
-                mma16816<C>(s[2 * nn + 1], a, b[2], b[3]);
+                mma_f16(s[2 * nn], a, b[0], b[1]);
+                mma_f16(s[2 * nn + 1], a, b[2], b[3]);
             }
         }
 
@@ -382,8 +369,8 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
             for (int dd = 0; dd < D / 16; dd++) {
                 unsigned b[4];  // keys kk*16 + 0..7 / 8..15, dims dd*16 + 0..7 / 8..15, transposed
                 ldsm4<true>(b, sv + (kk * 16 + (lane & 15)) * LD + dd * 16 + (lane >> 4) * 8);
-                mma16816<C>(o[2 * dd], a, b[0], b[1]);
-                mma16816<C>(o[2 * dd + 1], a, b[2], b[3]);
+                mma_f16(o[2 * dd], a, b[0], b[1]);
+                mma_f16(o[2 * dd + 1], a, b[2], b[3]);
             }
         }
     }
