@@ -57,9 +57,9 @@ def prefill_warps(D: int) -> tuple[int, int]:
 
 
 def prefill_smem(D: int, bits: int, warps: int) -> int:
-    """Dynamic shared memory of kvq_prefill at head_dim D (KvqPrefillShape<D, warps>::smem): the query rows and one
-    tile of K and of V, 16-bit, rows padded by 8 elements; the next tile's codes, scales and offsets as the pool
-    holds them, and a parity per key."""
+    """Dynamic shared memory of kvq_prefill at head_dim D (KvqPrefillShape and KvqStage in kvq_prefill.cuh): the
+    query rows and one tile of K and of V in fp16, rows padded by 8 elements; the next tile's codes, scales and
+    offsets as the pool holds them, and a parity per key."""
     bn = 32 if D == 256 and warps == 4 else 64
     sw = 1 if D == 64 else D // 128
     return (16 * warps + 2 * bn) * (D + 8) * 2 + 2 * bn * D * bits // 8 + 16 * bn * sw + 4 * bn
