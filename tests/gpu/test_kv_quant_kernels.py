@@ -194,9 +194,13 @@ def test_prefill_block_size_not_a_power_of_two_takes_the_dense_pass(backend, mon
     kc, vc, block_table = _filled("int8", 300, 40, 24, Hk, D)
     ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format="int8")
     monkeypatch.setattr(kv_quant, "PREFILL_MODE", "fused")
+    dense_calls = []
+    sdpa = kv_quant.prefill_sdpa
+    monkeypatch.setattr(kv_quant, "prefill_sdpa", lambda *a: dense_calls.append(1) or sdpa(*a))
     positions = torch.arange(200, 300, device="cuda")
     q = torch.randn(100, Hq, D, device="cuda").to(dtype)
     out = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
+    assert dense_calls == [1]
     want = kv_ops.paged_attention(q.float(), kc, vc, block_table, positions, D ** -0.5)
     assert rel_l2(out, want) < TOL
 

@@ -21,13 +21,15 @@
 
 namespace ninfer {
 
+// 32-bit words staged per key for its fp16 scales (and offsets): from the even element at or below its first
+__host__ __device__ constexpr int kvqp_scale_words(int D) { return D == 64 ? 1 : D / 128; }
+
 template <int D, int NW>
 struct KvqPrefillShape {
     static constexpr int BM = 16 * NW;             // query rows per block: NW warps of 16
     static constexpr int BN = D == 256 && NW == 4 ? 32 : 64;  // keys per tile (4 warps at 256: 99 KB a block)
     static constexpr int LD = D + 8;               // 16-bit elements per shared row: +16 bytes, conflict-free
     static constexpr int THREADS = 32 * NW;
-    static constexpr int SW = D == 64 ? 1 : D / 128;  // 32-bit words of a key's fp16 scales staged (below)
     // Dynamic shared memory (ninfer.kernels.kv_quant.prefill_smem computes its size): the query rows and one tile of
     // K and of V dequantised ([BM + 2 BN][LD] fp16), then the next tile's staging (KvqStage).
 };
@@ -112,7 +114,7 @@ __device__ __forceinline__ void kvqp_wait() {
 // per key the parity of that first element.
 template <int D, int BITS, int BN>
 struct KvqStage {
-    static constexpr int SW = KvqPrefillShape<D, 4>::SW, RB = D * BITS / 8;
+    static constexpr int SW = kvqp_scale_words(D), RB = D * BITS / 8;
     unsigned char *rk, *rv;
     unsigned *sk, *ok, *sv, *ov;
     int *par;
@@ -198,7 +200,7 @@ __device__ __forceinline__ uint4 kvq_deq8h(const unsigned char *raw, __half s, _
 // keys j0, j0 + NT / PR, ...: constant address steps, one scale (and offset) index.
 template <int D, int BITS, int BN, int LD, int NT>
 __device__ __forceinline__ void kvq_stage_dequant(__half *dk, __half *dv, const KvqStage<D, BITS, BN> &st) {
-    constexpr int SW = KvqPrefillShape<D, 4>::SW, PR = D / 8, KPP = NT / PR, RB = D * BITS / 8, NG = D / 64;
+    constexpr int SW = kvqp_scale_words(D), PR = D / 8, KPP = NT / PR, RB = D * BITS / 8, NG = D / 64;
     static_assert(NT % PR == 0 && BN % KPP == 0, "kvq_stage_dequant shape");
     const int c = (threadIdx.x % PR) * 8, j0 = threadIdx.x / PR;
 #pragma unroll
