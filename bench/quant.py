@@ -130,6 +130,9 @@ def variant(label: str):
     gpu.QMV_WARPS = v.get("qmv_warps")
 
 
+ACT_DTYPE = torch.bfloat16  # --act-dtype
+
+
 def random_quant(n: int, k: int, bits: int, group: int = GROUP, device="cuda"):
     """Random codes (uniform) with fp16 scales that give the weight a std of K^-1/2 (rows packing)."""
     from ninfer.quant.layout import QuantWeight
@@ -176,7 +179,7 @@ def gemv_part(name, bits, dims, layers, bw, widths):
 
     shapes = layer_shapes(*dims) * layers
     ws = [random_quant(n, k, bits) for n, k in shapes]
-    xs = {t: {k: torch.randn(t, k, device="cuda", dtype=torch.bfloat16) for _, k in shapes} for t in widths}
+    xs = {t: {k: torch.randn(t, k, device="cuda", dtype=ACT_DTYPE) for _, k in shapes} for t in widths}
     rows = []
     gpu.TILE_BITS = set()
     for t in widths if QGEMV else ():
@@ -294,7 +297,7 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
     from ninfer.quant.layout import QuantWeight
 
     gpu.TILE_BITS = set()
-    runner, weights = quant_model(shape, layers, bits, lm_head_bits=lm_head_bits)
+    runner, weights = quant_model(shape, layers, bits, dtype=ACT_DTYPE, lm_head_bits=lm_head_bits)
     quant = [w for w in weights.values() if isinstance(w, QuantWeight)]
     head = f", lm_head int{lm_head_bits}" if lm_head_bits else ""
     dense = sum(t.numel() * t.element_size() for p, t in weights.items()
@@ -428,8 +431,11 @@ def main():
     ap.add_argument("--no-qgemv", action="store_true", help="leave the CUDA-core kernel out")
     ap.add_argument("--lm-head", default="none", help="e2e: 'int8' / 'int4' quantises lm_head too (random codes), "
                     "as LLM(quantize_lm_head=...) serves it; several, comma-separated, run one after another")
+    ap.add_argument("--act-dtype", default="bf16", choices=("bf16", "fp16"),
+                    help="gemv and e2e: the activations' (the model's) dtype")
     a = ap.parse_args()
-    global QMMA_VARIANTS, QGEMV
+    global QMMA_VARIANTS, QGEMV, ACT_DTYPE
+    ACT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.act_dtype]
     if a.variants:
         QMMA_VARIANTS = tuple(v.strip() for v in a.variants.split(";"))
         unknown = [v for v in QMMA_VARIANTS if v not in VARIANTS]
