@@ -1,6 +1,6 @@
 """Prefill attention over a bf16 vs int8 vs int4 KV cache: one layer, the last 2048-token chunk of a prompt of L
 tokens (queries at L-2048 .. L-1 over keys 0 .. L-1, causal), at the Llama-3-8B shape (32 q / 8 kv heads of 128)
-and the Qwen3.5-27B one (24 / 4 of 256), L = 8K and 32K. The quantised caches run ``kvq_prefill`` (sm_80+: flash
+and the Qwen3.5-27B one (24 / 4 of 256), L = 8K and 32K. The quantised caches run ``kvq_prefill`` (sm_75+: flash
 attention over the codes, each tile dequantised in shared memory; its forms by warps a block) and the dense pass
 (``kvq_gather``: the used blocks dequantised into the query's dtype, then torch SDPA as on the bf16 path), same
 process and pools (``NINFER_KVQ_PREFILL`` picks one: ninfer.kernels.kv_quant); the bf16 cache (torch SDPA alone, flash) is the peer. Each op

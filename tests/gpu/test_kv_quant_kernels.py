@@ -136,16 +136,17 @@ def test_prefill_gather_is_bit_for_bit(backend, fmt, Hq, Hk, D):
 def test_prefill_attention_fused(backend, fmt, Hq, Hk, D, T, L, order, form, monkeypatch):
     """Prefill (T > 16) through kvq_prefill, the codes dequantised inside the attention kernel: a first chunk
     (T = L), later chunks (queries at L-T .. L-1), and queries at positions in no order; against the float32
-    reference, output poisoned. On sm_80+ the dense pass (kvq_gather + SDPA) must not run at all. Both forms of
-    the kernel (warps a block: 16 and 8 at head_dim 64 / 128, 8 and 4 at 256)."""
+    reference, output poisoned. The dense pass (kvq_gather + SDPA) must not run at all. Both forms of the kernel
+    (warps a block: 16 and 8 at head_dim 64 / 128, 8 and 4 at 256); the sm75 backend runs Turing's (m16n8k8,
+    staging without cp.async, smaller tiles) on this GPU too."""
     from ninfer.kernels import kv_quant
-    from ninfer.kernels.gdn import tensor_cores
 
     monkeypatch.setattr(kv_quant, "PREFILL_WARPS", kv_quant.prefill_warps(D)[form == "smaller"])  # the default mode
-    if tensor_cores(torch.cuda.current_device()):
-        def no_dense_pass(*a, **k):
-            raise AssertionError("the quantised prefill took the dense pass")
-        monkeypatch.setattr(kv_quant, "prefill_sdpa", no_dense_pass)
+    assert torch.cuda.get_device_capability() >= (7, 5)
+
+    def no_dense_pass(*a, **k):
+        raise AssertionError("the quantised prefill took the dense pass")
+    monkeypatch.setattr(kv_quant, "prefill_sdpa", no_dense_pass)
     torch.manual_seed(L + T + D + Hq)
     bs = 16 if L < 1000 else 64
     kc, vc, block_table = _filled(fmt, L, 300, bs, Hk, D)

@@ -39,13 +39,15 @@ WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
 
 
 # Prefill (T > 16) over a quantised cache, NINFER_KVQ_PREFILL:
-#   "fused" (default): kvq_prefill wherever it runs (sm_80+, blocks of a power of two tokens): nothing allocated
-#     beyond its output however long the context. On the H200 (bench/RESULTS.md, 2026-12-04 session 13, call 6) it
-#     takes 0.93-1.08x the dense pass's time at 8K and 1.16-1.24x at 32K, where the dense pass copies ~290 MB a
-#     layer call;
-#   "gather": the dense pass (kvq_gather, then torch's flash SDPA), as below sm_80.
+#   "fused" (default): kvq_prefill wherever it runs (sm_75+, 16-bit queries, blocks of a power of two tokens):
+#     nothing allocated beyond its output however long the context. On the H200 (bench/RESULTS.md, 2026-12-04
+#     session 13, call 7) it takes 0.80-1.08x the dense pass's time at 8K and 1.21-1.22x at 32K, where the dense pass
+#     copies ~290 MB a layer call;
+#   "gather": the dense pass (kvq_gather, then torch's flash SDPA).
 # kvq_prefill's warps a block (16 query rows each): the most whose shared memory fits, of 16 / 8 (head_dim 64 and 128)
-# and 8 / 4 (256); NINFER_KVQ_PREFILL_WARPS=N picks one of those (A/B).
+# and 8 / 4 (256); NINFER_KVQ_PREFILL_WARPS=N picks one of those (A/B). Turing's form (the sm75 backend's build,
+# NINFER_MMA_K8) takes tiles of 32 keys (16 at head_dim 256): within its 64 KB a block, 16 / 8 warps fit at head_dim 64,
+# 8 at 128 and 4 at 256.
 PREFILL_MODE = os.environ.get("NINFER_KVQ_PREFILL", "fused")
 PREFILL_WARPS = int(os.environ.get("NINFER_KVQ_PREFILL_WARPS", "0"))
 LOG2E = 1.4426950408889634
@@ -56,11 +58,18 @@ def prefill_warps(D: int) -> tuple[int, int]:
     return (8, 4) if D == 256 else (16, 8)
 
 
-def prefill_smem(D: int, bits: int, warps: int) -> int:
+def prefill_tile(D: int, warps: int, turing: bool = False) -> int:
+    """Keys a tile of kvq_prefill (KvqPrefillShape::BN in kvq_prefill.cuh)."""
+    if turing:
+        return 16 if D == 256 else 32
+    return 32 if D == 256 and warps == 4 else 64
+
+
+def prefill_smem(D: int, bits: int, warps: int, turing: bool = False) -> int:
     """Dynamic shared memory of kvq_prefill at head_dim D (KvqPrefillShape and KvqStage in kvq_prefill.cuh): the
     query rows and one tile of K and of V in fp16, rows padded by 8 elements; the next tile's codes, scales and
-    offsets as the pool holds them, and a parity per key."""
-    bn = 32 if D == 256 and warps == 4 else 64
+    offsets as the pool holds them, and a parity per key. ``turing``: the form the sm75 backend builds."""
+    bn = prefill_tile(D, warps, turing)
     sw = 1 if D == 64 else D // 128
     return (16 * warps + 2 * bn) * (D + 8) * 2 + 2 * bn * D * bits // 8 + 16 * bn * sw + 4 * bn
 
@@ -97,6 +106,7 @@ def _aligned(*pools: QuantKVPool) -> bool:  # 16-byte code loads
 def make_kv_quant_ops(lib: KernelLibrary) -> dict:
     """``write_kv`` and ``paged_attention`` over :class:`QuantKVPool` caches for one backend's library."""
     warps = lib.tuning("NINFER_ATTN_WARPS", 4)
+    turing_build = bool(lib.tuning("NINFER_MMA_K8", 0))  # kvq_prefill's Turing form, whatever the device
 
     def suffix(t: torch.Tensor):
         return DTYPE_SUFFIX.get(t.dtype) if t.is_cuda and t.dtype in lib.dtypes else None
@@ -137,22 +147,23 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         return out
 
     def fused_prefill(q, k_cache, v_cache, block_table, positions, scale):
-        """T > 16 on sm_80+: one kvq_prefill launch, flash attention over the codes (dequantised tile by tile in
+        """T > 16 on sm_75+: one kvq_prefill launch, flash attention over the codes (dequantised tile by tile in
         shared memory), no dense copy of the context. None where it does not serve or PREFILL_MODE is "gather"."""
         s = suffix(q)
         T, Hq, D = q.shape
         dev = q.device
         bs, Hk = k_cache.data.shape[1], k_cache.data.shape[2]
         if (PREFILL_MODE == "gather" or s is None or q.element_size() != 2 or bs & (bs - 1)  # pages by shifts
-                or not tensor_cores(dev.index)):
+                or torch.cuda.get_device_capability(dev.index) < (7, 5)):
             return None
+        turing = turing_build or not tensor_cores(dev.index)
         optin = smem_optin(dev.index)  # 8 warps at head_dim 256 need 168 KB: 4 (84) on sm_86 / sm_89
-        forms = [w for w in prefill_warps(D) if prefill_smem(D, k_cache.bits, w) <= optin
+        forms = [w for w in prefill_warps(D) if prefill_smem(D, k_cache.bits, w, turing) <= optin
                  and PREFILL_WARPS in (0, w)]
         if not forms:
             return None
         warps = forms[0]
-        smem = prefill_smem(D, k_cache.bits, warps)
+        smem = prefill_smem(D, k_cache.bits, warps, turing)
         qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
         if qr.stride(0) % 8 or qr.data_ptr() % 16:
             qr = qr.contiguous()

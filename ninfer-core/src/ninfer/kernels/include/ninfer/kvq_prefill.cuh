@@ -1,5 +1,6 @@
 // Prefill attention over a quantised KV cache (more than 16 query tokens), the codes dequantised inside the
-// attention kernel: no dense copy of the context. A flash-attention forward on mma.sync m16n8k16 (sm_80+):
+// attention kernel: no dense copy of the context. A flash-attention forward on mma.sync m16n8k16 (sm_80+; Turing's
+// form below):
 //   - a block takes BM = 16 NW query rows of one kv head (NW warps), rows (token, head of the group) as the decode
 //     kernels number them, so the group's query heads share each dequantised key tile;
 //   - per tile of BN keys: the tile's codes, scales and offsets were copied into a shared staging area (cp.async,
@@ -16,8 +17,18 @@
 // The query arrives rotated where the pool rotates K; the output leaves rotated where it rotates V (the launcher
 // applies both rotations, as the decode path's sum p vH = (sum p v) H). K is stored without its centre: a
 // constant per query row, which softmax ignores. Key j is visible to the row of token t iff j <= positions[t].
+// Turing (sm_75; NINFER_MMA_K8, which the sm75 backend defines, builds this form for any arch, so that it runs and is
+// tested on newer GPUs too): each m16n8k16 product as two m16n8k8, the staging copied by plain loads and stores (no
+// cp.async: a tile's codes are read when the previous tile is done, not during its products), and tiles of 32 keys
+// (16 at head_dim 256) so that a block's shared memory fits Turing's 64 KB.
 #pragma once
 #include "common.cuh"
+
+#if defined(NINFER_MMA_K8) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800)
+#define NINFER_KVQP_TURING 1
+#else
+#define NINFER_KVQP_TURING 0
+#endif
 
 namespace ninfer {
 
@@ -27,7 +38,8 @@ __host__ __device__ constexpr int kvqp_scale_words(int D) { return D == 64 ? 1 :
 template <int D, int NW>
 struct KvqPrefillShape {
     static constexpr int BM = 16 * NW;             // query rows per block: NW warps of 16
-    static constexpr int BN = D == 256 && NW == 4 ? 32 : 64;  // keys per tile (4 warps at 256: 99 KB a block)
+    static constexpr int BN = NINFER_KVQP_TURING ? (D == 256 ? 16 : 32)  // keys per tile (Turing: 64 KB a block)
+                              : D == 256 && NW == 4 ? 32 : 64;       // (4 warps at 256: 99 KB a block)
     static constexpr int LD = D + 8;               // 16-bit elements per shared row: +16 bytes, conflict-free
     static constexpr int THREADS = 32 * NW;
     // Dynamic shared memory (ninfer.kernels.kv_quant.prefill_smem computes its size): the query rows and one tile of
@@ -57,7 +69,14 @@ __device__ __forceinline__ unsigned pack2<__half>(float lo, float hi) {
 
 // d += A (16x16, row) B (16x8, col), fp16 operands, float32 accumulators
 __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if __CUDA_ARCH__ >= 800
+#if NINFER_KVQP_TURING && __CUDA_ARCH__ >= 750  // k 0..7 (a0, a1; b0), then k 8..15 (a2, a3; b1)
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b0));
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[2]), "r"(a[3]), "r"(b1));
+#elif __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -68,7 +87,7 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const unsigned (&a)[4], u
 // Four 8x8 matrices of 16-bit elements from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
 template <bool TRANS>
 __device__ __forceinline__ void ldsm4(unsigned (&r)[4], const void *p) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 750
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
     if (TRANS)
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -86,9 +105,16 @@ __device__ __forceinline__ float kvqp_ex2(float x) {
     return y;
 }
 
-template <int N>  // N = 4, 8 or 16 bytes into shared memory, asynchronously
+template <int N>  // N = 4, 8 or 16 bytes into shared memory, asynchronously (Turing: a load and a store)
 __device__ __forceinline__ void kvqp_cp(void *dst, const void *src) {
-#if __CUDA_ARCH__ >= 800
+#if NINFER_KVQP_TURING
+    if (N == 16)
+        *reinterpret_cast<uint4 *>(dst) = __ldg(reinterpret_cast<const uint4 *>(src));
+    else if (N == 8)
+        *reinterpret_cast<uint2 *>(dst) = __ldg(reinterpret_cast<const uint2 *>(src));
+    else
+        *reinterpret_cast<unsigned *>(dst) = __ldg(reinterpret_cast<const unsigned *>(src));
+#elif __CUDA_ARCH__ >= 800
     const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
     if (N == 16)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
@@ -98,13 +124,13 @@ __device__ __forceinline__ void kvqp_cp(void *dst, const void *src) {
 }
 
 __device__ __forceinline__ void kvqp_commit() {
-#if __CUDA_ARCH__ >= 800
+#if !NINFER_KVQP_TURING && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
 }
 
 __device__ __forceinline__ void kvqp_wait() {
-#if __CUDA_ARCH__ >= 800
+#if !NINFER_KVQP_TURING && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group 0;" ::: "memory");
 #endif
 }
@@ -201,11 +227,13 @@ __device__ __forceinline__ uint4 kvq_deq8h(const unsigned char *raw, __half s, _
 template <int D, int BITS, int BN, int LD, int NT>
 __device__ __forceinline__ void kvq_stage_dequant(__half *dk, __half *dv, const KvqStage<D, BITS, BN> &st) {
     constexpr int SW = kvqp_scale_words(D), PR = D / 8, KPP = NT / PR, RB = D * BITS / 8, NG = D / 64;
-    static_assert(NT % PR == 0 && BN % KPP == 0, "kvq_stage_dequant shape");
+    static_assert(NT % PR == 0, "kvq_stage_dequant shape");
     const int c = (threadIdx.x % PR) * 8, j0 = threadIdx.x / PR;
 #pragma unroll
-    for (int i = 0; i < BN / KPP; i++) {
+    for (int i = 0; i < (BN + KPP - 1) / KPP; i++) {
         const int j = j0 + i * KPP;
+        if (BN % KPP != 0 && j >= BN)
+            break;
         const int gi = (NG == 1 ? st.par[j] : 0) + c / 64;  // NG >= 2: the key's first scale is even
         const __half *sk = reinterpret_cast<const __half *>(st.sk + j * SW);
         const __half *sv = reinterpret_cast<const __half *>(st.sv + j * SW);
@@ -231,7 +259,7 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
                                             const int *__restrict__ block_table, const i64 *__restrict__ positions,
                                             T *__restrict__ out, int ntok, int Hq, int Hk, int bs_shift,
                                             int q_stride, float scale_log2) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 || (NINFER_KVQP_TURING && __CUDA_ARCH__ >= 750)
     using Sh = KvqPrefillShape<D, NW>;
     constexpr int BM = Sh::BM, BN = Sh::BN, LD = Sh::LD, NT = Sh::THREADS;
     using C = __half;  // the tiles and the products' operands (bf16 queries converted: exact within fp16's range)
@@ -398,9 +426,12 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 // kvq_prefill_<dtype>_d<D>_b<bits>_w<NW>: NW warps, 16 NW query rows a block. Head_dim 256: 8 warps (one block an SM,
 // 239-245 registers: its 128 output floats) and 4 (two blocks; the form for sm_86 / sm_89, whose 99 KB of shared memory
 // a block the 8-warp form exceeds). Head_dim 64 / 128: 16 warps (one block, at most 128 registers) and 8 (two blocks).
-// No spills (ptxas 13.0, sm_90).
+// No spills (ptxas 13.0, sm_90). Turing's build (sm_75): the forms that fit its 64 KB, 16 / 8 warps at head_dim 64, 8 at
+// 128, 4 at 256, no spills (ptxas 13.0); the others compile for newer GPUs' tests (head_dim 128 at 16 warps spills).
+// Turing: one block an SM at head_dim 128 and 256 (its shared memory), so no register cap from a second.
+#define KVQP_MIN_BLOCKS(D, NW) (NINFER_KVQP_TURING ? (D == 64 ? 16 / NW : 1) : (D == 256 ? 8 / NW : 16 / NW))
 #define NINFER_KVQ_PREFILL1(S, T, D, BITS, NW)                                                          \
-    extern "C" __global__ void __launch_bounds__(NW * 32, D == 256 ? 8 / NW : 16 / NW)                 \
+    extern "C" __global__ void __launch_bounds__(NW * 32, KVQP_MIN_BLOCKS(D, NW))                      \
         kvq_prefill_##S##_d##D##_b##BITS##_w##NW(                                                       \
             const T *q, const unsigned char *kd, const __half *ks, const __half *ko, const unsigned char *vd, \
             const __half *vs, const __half *vo, const int *bt, const long long *pos, T *out, int ntok, int Hq, \
