@@ -52,7 +52,9 @@ def main():
     ap.add_argument("--shapes", default="8b,27b")
     ap.add_argument("--ctx", default="8192,32768")
     ap.add_argument("--chunk", type=int, default=2048)
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="the queries' (fp16 for --backend sm75)")
     a = ap.parse_args()
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
     flops = matmul_rate()
     print(f"{torch.cuda.get_device_name()}  bf16 matmul {flops / 1e12:.0f} TFLOP/s  torch {torch.__version__}")
     print("| shape | ctx | KV | dequantisation | ms | of bf16 matmul | vs bf16 cache | MB beyond |\n"
@@ -64,12 +66,14 @@ def main():
             nblk = L // BS
             table = torch.randperm(nblk, device="cuda", dtype=torch.int32)
             positions = torch.arange(L - T, L, device="cuda")
-            q = torch.randn(T, Hq, D, device="cuda", dtype=torch.bfloat16)
+            q = torch.randn(T, Hq, D, device="cuda", dtype=dtype)
             fl = 2 * 2 * T * (L - T / 2) * Hq * D
             base = None
             for fmt in ("bf16", "int8", "int4"):
                 kc, vc = random_pool(fmt, True, nblk, Hk, D), random_pool(fmt, False, nblk, Hk, D)
-                ops = resolve(a.backend, DeviceSpec.of(torch.device("cuda"), torch.bfloat16), kv_format=fmt)
+                if fmt == "bf16":  # the dense cache in the queries' dtype
+                    kc, vc = kc.to(dtype), vc.to(dtype)
+                ops = resolve(a.backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
                 rows = [("none (peer, SDPA)", "fused", 0)]
                 if fmt != "bf16":
                     big, small = kv_quant.prefill_warps(D)
