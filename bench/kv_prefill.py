@@ -74,18 +74,19 @@ def main():
                 if fmt == "bf16":  # the dense cache in the queries' dtype
                     kc, vc = kc.to(dtype), vc.to(dtype)
                 ops = resolve(a.backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
-                rows = [("none (peer, SDPA)", "fused", "")]
+                rows = [("none (peer, SDPA)", "fused", 0)]
                 if fmt != "bf16":
-                    rows = [(f"kvq_prefill {f}", "fused", f) for f in kv_quant.prefill_forms(D)]
-                    rows.append(("kvq_gather + SDPA", "gather", ""))
-                for label, mode, form in rows:
-                    kv_quant.PREFILL_MODE, kv_quant.PREFILL_FORM = mode, form
+                    big, small = kv_quant.prefill_warps(D)
+                    rows = [(f"kvq_prefill, {w} warps", "fused", w) for w in (big, small)]
+                    rows.append(("kvq_gather + SDPA", "gather", 0))
+                for label, mode, warps in rows:
+                    kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = mode, warps
                     t = ms(ops.paged_attention, q, kc, vc, table, positions, D ** -0.5)
                     mb = extra_mb(ops.paged_attention, q, kc, vc, table, positions, D ** -0.5)
                     base = t if fmt == "bf16" else base
                     print(f"| {shape} | {L} | {fmt} | {label} | {t:.2f} | {fl / (t / 1e3) / flops:.2f} | "
                           f"{t / base:.2f} | {mb:.0f} |", flush=True)
-                kv_quant.PREFILL_MODE, kv_quant.PREFILL_FORM = "fused", ""
+                kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = "fused", 0
                 del kc, vc
                 torch.cuda.empty_cache()
 

@@ -52,22 +52,13 @@ def test_cpu_input_falls_back_to_the_reference():
 
 def test_prefill_has_a_form_within_turings_shared_memory():
     """kvq_prefill's Turing build (sm75: tiles of 32 keys, 16 at head_dim 256) has a form for every head_dim and code
-    width within sm_75's 64 KB a block (less the kernel's static bytes), so a quantised prefill there reads the codes
-    in the kernel too; the sm_80+ forms of 64-key tiles would not fit (99 KB and up at head_dim 128 and 256)."""
-    from ninfer.kernels.kv_quant import prefill_forms, prefill_smem
+    width within sm_75's 64 KB a block (less the kernel's 8 static bytes), so a quantised prefill there reads the codes
+    in the kernel too; the sm_80+ forms would not fit (99 KB and up at head_dim 128 and 256)."""
+    from ninfer.kernels.kv_quant import prefill_smem, prefill_warps
 
     for D in (64, 128, 256):
         for bits in (8, 4):
-            assert [f for f in prefill_forms(D) if prefill_smem(D, bits, f, turing=True) <= 64 * 1024 - 16], (D, bits)
+            fit = [w for w in prefill_warps(D) if prefill_smem(D, bits, w, turing=True) <= 64 * 1024 - 8]
+            assert fit, (D, bits)
             if D > 64:
-                assert all(prefill_smem(D, bits, f) > 64 * 1024 for f in prefill_forms(D)), (D, bits)
-
-
-def test_prefill_serves_128_query_rows_a_block_within_99_kb():
-    """sm_86 / sm_89 allow 99 KB a block: at head_dim 256 the launcher's first form that fits there is w8t16 (8 warps,
-    128 query rows share each dequantised tile), not the 4-warp form; sm_90's 227 KB take w8 (64-key tiles)."""
-    from ninfer.kernels.kv_quant import prefill_forms, prefill_smem
-
-    for bits in (8, 4):
-        fits = lambda limit: [f for f in prefill_forms(256) if prefill_smem(256, bits, f) <= limit - 16]  # noqa: E731
-        assert fits(99 * 1024)[0] == "w8t16" and fits(227 * 1024)[0] == "w8", (bits, fits(99 * 1024))
+                assert all(prefill_smem(D, bits, w) > 64 * 1024 for w in prefill_warps(D)), (D, bits)

@@ -128,25 +128,20 @@ def test_prefill_gather_is_bit_for_bit(backend, fmt, Hq, Hk, D):
             assert torch.equal(got, want), (dtype, (got.float() - want.float()).abs().max())
 
 
-def _prefill_forms():
-    from ninfer.kernels.library import KVQ_PREFILL_FORMS
-
-    return [(Hq, Hk, D, f) for Hq, Hk, D in SHAPES for f in KVQ_PREFILL_FORMS[D]]
-
-
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("Hq,Hk,D,form", _prefill_forms())
+@pytest.mark.parametrize("Hq,Hk,D", SHAPES)
 @pytest.mark.parametrize("T,L,order", [(17, 17, "chunk"), (300, 300, "chunk"), (100, 2100, "chunk"),
                                        (1000, 5000, "chunk"), (53, 900, "shuffled")])
-def test_prefill_attention_fused(backend, fmt, Hq, Hk, D, form, T, L, order, monkeypatch):
+@pytest.mark.parametrize("form", ["larger", "smaller"])
+def test_prefill_attention_fused(backend, fmt, Hq, Hk, D, T, L, order, form, monkeypatch):
     """Prefill (T > 16) through kvq_prefill, the codes dequantised inside the attention kernel: a first chunk
     (T = L), later chunks (queries at L-T .. L-1), and queries at positions in no order; against the float32
-    reference, output poisoned. The dense pass (kvq_gather + SDPA) must not run at all. Every form of the kernel
-    (warps a block and keys a tile: w16 and w8 at head_dim 64 / 128, w8, w8t16 and w4 at 256); the sm75 backend runs
-    Turing's build (m16n8k8, staging without cp.async, smaller tiles) on this GPU too."""
+    reference, output poisoned. The dense pass (kvq_gather + SDPA) must not run at all. Both forms of the kernel
+    (warps a block: 16 and 8 at head_dim 64 / 128, 8 and 4 at 256); the sm75 backend runs Turing's (m16n8k8,
+    staging without cp.async, smaller tiles) on this GPU too."""
     from ninfer.kernels import kv_quant
 
-    monkeypatch.setattr(kv_quant, "PREFILL_FORM", form)  # the default mode
+    monkeypatch.setattr(kv_quant, "PREFILL_WARPS", kv_quant.prefill_warps(D)[form == "smaller"])  # the default mode
     assert torch.cuda.get_device_capability() >= (7, 5)
 
     def no_dense_pass(*a, **k):

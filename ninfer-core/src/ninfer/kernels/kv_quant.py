@@ -27,7 +27,7 @@ from ..quant import kv_ops
 from ..quant.kv_cache import QuantKVPool, hadamard_block, rotate
 from .attention import COMBINE_THREADS, DECODE_MAX_TOKENS, MAX_SPLITS, prefill_sdpa, split_size
 from .gdn import smem_optin, tensor_cores
-from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KVQ_PREFILL_FORMS, KernelLibrary
+from .library import ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
 from .ops import serves
 
 KVQ_FORMATS = ("int8", "int4", "int4_norot")
@@ -44,42 +44,32 @@ WRITE_WARPS = 4  # vectors (token, head of K or V) per block of the write
 #     session 13, call 7) it takes 0.80-1.08x the dense pass's time at 8K and 1.21-1.22x at 32K, where the dense pass
 #     copies ~290 MB a layer call;
 #   "gather": the dense pass (kvq_gather, then torch's flash SDPA).
-# kvq_prefill's form (library.KVQ_PREFILL_FORMS: warps a block, 16 query rows each, and keys a tile): the first whose
-# shared memory fits, of w16 / w8 (head_dim 64 and 128) and w8 / w8t16 / w4 (256: sm_90's 227 KB take w8, sm_86 /
-# sm_89's 99 KB w8t16); NINFER_KVQ_PREFILL_FORM=<form> picks one of those (A/B). Turing's build (the sm75 backend,
-# NINFER_MMA_K8) takes tiles of 32 keys (16 at head_dim 256): within its 64 KB a block, w16 / w8 fit at head_dim 64,
-# w8 at 128 and w4 at 256.
+# kvq_prefill's warps a block (16 query rows each): the most whose shared memory fits, of 16 / 8 (head_dim 64 and 128)
+# and 8 / 4 (256); NINFER_KVQ_PREFILL_WARPS=N picks one of those (A/B). Turing's form (the sm75 backend's build,
+# NINFER_MMA_K8) takes tiles of 32 keys (16 at head_dim 256): within its 64 KB a block, 16 / 8 warps fit at head_dim 64,
+# 8 at 128 and 4 at 256.
 PREFILL_MODE = os.environ.get("NINFER_KVQ_PREFILL", "fused")
-PREFILL_FORM = os.environ.get("NINFER_KVQ_PREFILL_FORM", "")
+PREFILL_WARPS = int(os.environ.get("NINFER_KVQ_PREFILL_WARPS", "0"))
 LOG2E = 1.4426950408889634
 
 
-def prefill_forms(D: int) -> tuple[str, ...]:
-    """kvq_prefill's forms at head_dim D, in the launcher's order of preference (kvq_prefill.cuh)."""
-    return KVQ_PREFILL_FORMS[D]
+def prefill_warps(D: int) -> tuple[int, int]:
+    """kvq_prefill's forms at head_dim D, by warps a block, the larger first (kvq_prefill.cuh)."""
+    return (8, 4) if D == 256 else (16, 8)
 
 
-def _form(form: str) -> tuple[int, int]:
-    warps, _, tile = form[1:].partition("t")
-    return int(warps), int(tile or 0)
-
-
-def prefill_tile(D: int, form: str, turing: bool = False) -> int:
-    """Keys a tile of kvq_prefill's form (KvqPrefillShape::BN in kvq_prefill.cuh)."""
-    warps, tile = _form(form)
-    if tile:
-        return tile
+def prefill_tile(D: int, warps: int, turing: bool = False) -> int:
+    """Keys a tile of kvq_prefill (KvqPrefillShape::BN in kvq_prefill.cuh)."""
     if turing:
         return 16 if D == 256 else 32
     return 32 if D == 256 and warps == 4 else 64
 
 
-def prefill_smem(D: int, bits: int, form: str, turing: bool = False) -> int:
-    """Dynamic shared memory of kvq_prefill's form at head_dim D (KvqPrefillShape and KvqStage in kvq_prefill.cuh):
-    the query rows and one tile of K and of V in fp16, rows padded by 8 elements; the next tile's codes, scales and
-    offsets as the pool holds them, and a parity per key. ``turing``: the sm75 backend's build."""
-    warps = _form(form)[0]
-    bn = prefill_tile(D, form, turing)
+def prefill_smem(D: int, bits: int, warps: int, turing: bool = False) -> int:
+    """Dynamic shared memory of kvq_prefill at head_dim D (KvqPrefillShape and KvqStage in kvq_prefill.cuh): the
+    query rows and one tile of K and of V in fp16, rows padded by 8 elements; the next tile's codes, scales and
+    offsets as the pool holds them, and a parity per key. ``turing``: the form the sm75 backend builds."""
+    bn = prefill_tile(D, warps, turing)
     sw = 1 if D == 64 else D // 128
     return (16 * warps + 2 * bn) * (D + 8) * 2 + 2 * bn * D * bits // 8 + 16 * bn * sw + 4 * bn
 
@@ -168,20 +158,19 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
             return None
         turing = turing_build or not tensor_cores(dev.index)
         optin = smem_optin(dev.index)  # 8 warps at head_dim 256 need 168 KB: 4 (84) on sm_86 / sm_89
-        forms = [f for f in prefill_forms(D) if prefill_smem(D, k_cache.bits, f, turing) <= optin - 16  # static
-                 and PREFILL_FORM in ("", f)]
+        forms = [w for w in prefill_warps(D) if prefill_smem(D, k_cache.bits, w, turing) <= optin
+                 and PREFILL_WARPS in (0, w)]
         if not forms:
             return None
-        form = forms[0]
-        warps = _form(form)[0]
-        smem = prefill_smem(D, k_cache.bits, form, turing)
+        warps = forms[0]
+        smem = prefill_smem(D, k_cache.bits, warps, turing)
         qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
         if qr.stride(0) % 8 or qr.data_ptr() % 16:
             qr = qr.contiguous()
         bt = (block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)).contiguous()
         pos = (positions if positions.dtype == torch.int64 else positions.to(torch.int64)).contiguous()
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=dev)
-        fn = lib.module(dev)[f"kvq_prefill_{s}_d{D}_b{k_cache.bits}_{form}"]
+        fn = lib.module(dev)[f"kvq_prefill_{s}_d{D}_b{k_cache.bits}_w{warps}"]
         fn.set_max_dynamic_smem(smem)
         rows, per_block = T * (Hq // Hk), 16 * warps
         fn(((rows + per_block - 1) // per_block, Hk), (32 * warps,), qr, k_cache.data, k_cache.scale,

@@ -23,14 +23,11 @@ GEMV_MMA_KERNELS = ("gemv_mma_{s}_n8", "gemv_mma_{s}_n16", "gemv_mma_silu_{s}_n8
                     "gemv_mma_reduce_{s}", "gemv_mma_silu_reduce_{s}")  # gemv.cuh: tensor-core GEMV, per dtype
 ATTN_HEAD_DIMS = (64, 128, 256)
 ATTN_CLUSTER_FORMS = ("cluster16w4", "cluster8w8", "cluster16w8")  # kernels.cuh: blocks a cluster, warps a block
-# kvq_prefill's forms by head_dim, in the launcher's order of preference (the first whose shared memory fits):
-# "w<warps>" with the tile the kernel picks for it, "w<warps>t<keys>" with tiles of that many keys.
-KVQ_PREFILL_FORMS = {64: ("w16", "w8"), 128: ("w16", "w8"), 256: ("w8", "w8t16", "w4")}
 KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quant.cuh, per dtype
                     + [f"kvq_attention_{{s}}_d{d}_b{b}_r{r}" for d in ATTN_HEAD_DIMS for b in (8, 4) for r in (4, 8)]
                     + [f"kvq_gather_{{s}}_b{b}" for b in (8, 4)]
-                    + [f"kvq_prefill_{{s}}_d{d}_b{b}_{f}"  # kvq_prefill.cuh
-                       for d in ATTN_HEAD_DIMS for b in (8, 4) for f in KVQ_PREFILL_FORMS[d]])
+                    + [f"kvq_prefill_{{s}}_d{d}_b{b}_w{w}"  # kvq_prefill.cuh
+                       for d in ATTN_HEAD_DIMS for b in (8, 4) for w in ((8, 4) if d == 256 else (16, 8))])
 FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1", "gemv_silu2_t1")  # fused.cuh, per dtype
 GDN_CHUNK_BVS = (16, 32)  # value columns per block of the chunked prefill's state pass
 GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128",  # gdn_kernels.cuh, per dtype and f32

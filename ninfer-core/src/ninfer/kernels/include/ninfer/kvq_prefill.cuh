@@ -35,12 +35,11 @@ namespace ninfer {
 // 32-bit words staged per key for its fp16 scales (and offsets): from the even element at or below its first
 __host__ __device__ constexpr int kvqp_scale_words(int D) { return D == 64 ? 1 : D / 128; }
 
-template <int D, int NW, int TILE = 0>
+template <int D, int NW>
 struct KvqPrefillShape {
     static constexpr int BM = 16 * NW;             // query rows per block: NW warps of 16
-    static constexpr int BN = TILE ? TILE          // keys per tile: as the form asks, else
-                              : NINFER_KVQP_TURING ? (D == 256 ? 16 : 32)  // Turing: within 64 KB a block
-                              : D == 256 && NW == 4 ? 32 : 64;             // 4 warps at 256: 99 KB a block
+    static constexpr int BN = NINFER_KVQP_TURING ? (D == 256 ? 16 : 32)  // keys per tile (Turing: 64 KB a block)
+                              : D == 256 && NW == 4 ? 32 : 64;       // (4 warps at 256: 99 KB a block)
     static constexpr int LD = D + 8;               // 16-bit elements per shared row: +16 bytes, conflict-free
     static constexpr int THREADS = 32 * NW;
     // Dynamic shared memory (ninfer.kernels.kv_quant.prefill_smem computes its size): the query rows and one tile of
@@ -247,12 +246,12 @@ __device__ __forceinline__ void kvq_stage_dequant(__half *dk, __half *dv, const 
     }
 }
 
-// grid (ceil(T G / BM), Hk), KvqPrefillShape<D, NW, TILE>::THREADS threads, kv_quant.prefill_smem bytes of dynamic shared
+// grid (ceil(T G / BM), Hk), KvqPrefillShape<D, NW>::THREADS threads, kv_quant.prefill_smem bytes of dynamic shared
 // memory.
 // q: [T, Hq, D] (rows at q_stride elements, 16-byte aligned); out: [T, Hq, D] contiguous; positions [T];
 // bs_shift: log2 of the pool's block size; scale_log2: the softmax scale times log2(e). Key j is visible to the row of token t iff j <= positions[t],
 // in any order of positions.
-template <typename T, int D, int BITS, int NW, int TILE>
+template <typename T, int D, int BITS, int NW>
 __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__restrict__ q,
                                             const unsigned char *__restrict__ kd, const __half *__restrict__ ks,
                                             const __half *__restrict__ ko, const unsigned char *__restrict__ vd,
@@ -261,7 +260,7 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
                                             T *__restrict__ out, int ntok, int Hq, int Hk, int bs_shift,
                                             int q_stride, float scale_log2) {
 #if __CUDA_ARCH__ >= 800 || (NINFER_KVQP_TURING && __CUDA_ARCH__ >= 750)
-    using Sh = KvqPrefillShape<D, NW, TILE>;
+    using Sh = KvqPrefillShape<D, NW>;
     constexpr int BM = Sh::BM, BN = Sh::BN, LD = Sh::LD, NT = Sh::THREADS;
     using C = __half;  // the tiles and the products' operands (bf16 queries converted: exact within fp16's range)
     C *sq = reinterpret_cast<C *>(smem);  // [BM][LD]
@@ -431,22 +430,17 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 // 128, 4 at 256, no spills (ptxas 13.0); the others compile for newer GPUs' tests (head_dim 128 at 16 warps spills).
 // Turing: one block an SM at head_dim 128 and 256 (its shared memory), so no register cap from a second.
 #define KVQP_MIN_BLOCKS(D, NW) (NINFER_KVQP_TURING ? (D == 64 ? 16 / NW : 1) : (D == 256 ? 8 / NW : 16 / NW))
-#define NINFER_KVQ_PREFILL_FORM(NAME, T, D, BITS, NW, TILE)                                             \
+#define NINFER_KVQ_PREFILL1(S, T, D, BITS, NW)                                                          \
     extern "C" __global__ void __launch_bounds__(NW * 32, KVQP_MIN_BLOCKS(D, NW))                      \
-        NAME(const T *q, const unsigned char *kd, const __half *ks, const __half *ko, const unsigned char *vd, \
-             const __half *vs, const __half *vo, const int *bt, const long long *pos, T *out, int ntok, int Hq, \
-             int Hk, int bs_shift, int q_stride, float scale_log2) {                                    \
+        kvq_prefill_##S##_d##D##_b##BITS##_w##NW(                                                       \
+            const T *q, const unsigned char *kd, const __half *ks, const __half *ko, const unsigned char *vd, \
+            const __half *vs, const __half *vo, const int *bt, const long long *pos, T *out, int ntok, int Hq, \
+            int Hk, int bs_shift, int q_stride, float scale_log2) {                                     \
         extern __shared__ __align__(16) unsigned char kvqp_smem[];                                      \
         ninfer::pdl_enter();                                                                           \
-        ninfer::kvq_prefill<T, D, BITS, NW, TILE>(kvqp_smem, q, kd, ks, ko, vd, vs, vo, bt, pos, out, ntok, Hq, \
-                                                  Hk, bs_shift, q_stride, scale_log2);                  \
+        ninfer::kvq_prefill<T, D, BITS, NW>(kvqp_smem, q, kd, ks, ko, vd, vs, vo, bt, pos, out, ntok, Hq, Hk,      \
+                                            bs_shift, q_stride, scale_log2);                            \
     }
-#define NINFER_KVQ_PREFILL1(S, T, D, BITS, NW) \
-    NINFER_KVQ_PREFILL_FORM(kvq_prefill_##S##_d##D##_b##BITS##_w##NW, T, D, BITS, NW, 0)
-// _w8t16 (head_dim 256): 8 warps over tiles of 16 keys, 93 KB a block: the 128 query rows a dequantised tile serves
-// within the 99 KB of sm_86 / sm_89, where the 8-warp form of 64-key tiles (168 KB) does not fit.
-#define NINFER_KVQ_PREFILL_T16(S, T, BITS) \
-    NINFER_KVQ_PREFILL_FORM(kvq_prefill_##S##_d256_b##BITS##_w8t16, T, 256, BITS, 8, 16)
 
 #define NINFER_KVQ_PREFILL_KERNELS(S, T)                                                                \
     NINFER_KVQ_PREFILL1(S, T, 64, 8, 16) NINFER_KVQ_PREFILL1(S, T, 64, 4, 16)                           \
@@ -454,5 +448,4 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
     NINFER_KVQ_PREFILL1(S, T, 128, 8, 16) NINFER_KVQ_PREFILL1(S, T, 128, 4, 16)                         \
     NINFER_KVQ_PREFILL1(S, T, 128, 8, 8) NINFER_KVQ_PREFILL1(S, T, 128, 4, 8)                           \
     NINFER_KVQ_PREFILL1(S, T, 256, 8, 8) NINFER_KVQ_PREFILL1(S, T, 256, 4, 8)                           \
-    NINFER_KVQ_PREFILL1(S, T, 256, 8, 4) NINFER_KVQ_PREFILL1(S, T, 256, 4, 4)                           \
-    NINFER_KVQ_PREFILL_T16(S, T, 8) NINFER_KVQ_PREFILL_T16(S, T, 4)
+    NINFER_KVQ_PREFILL1(S, T, 256, 8, 4) NINFER_KVQ_PREFILL1(S, T, 256, 4, 4)
