@@ -53,7 +53,18 @@ def main():
     ap.add_argument("--ctx", default="8192,32768")
     ap.add_argument("--chunk", type=int, default=2048)
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"), help="the queries' (fp16 for --backend sm75)")
+    ap.add_argument("--opts", default="", help="'/'-separated extra compile options of the backend's library: the "
+                    "quantised rows once per set, same process and pools (precompile: bench/precompile_variants.sh)")
     a = ap.parse_args()
+    from ninfer.backends import installed_backends
+
+    lib = installed_backends()[a.backend].kernels
+    base_options = lib.options
+
+    def use(opt: str):
+        if lib.options != base_options + tuple(opt.split()):  # the launchers hold this library: the next module()
+            lib.options = base_options + tuple(opt.split())  # loads the variant
+            lib._modules.clear()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
     flops = matmul_rate()
     print(f"{torch.cuda.get_device_name()}  bf16 matmul {flops / 1e12:.0f} TFLOP/s  torch {torch.__version__}")
@@ -77,9 +88,11 @@ def main():
                 rows = [("none (peer, SDPA)", "fused", 0)]
                 if fmt != "bf16":
                     big, small = kv_quant.prefill_warps(D)
-                    rows = [(f"kvq_prefill, {w} warps", "fused", w) for w in (big, small)]
-                    rows.append(("kvq_gather + SDPA", "gather", 0))
-                for label, mode, warps in rows:
+                    rows = [(f"kvq_prefill, {w} warps{f' {o}' if o else ''}", "fused", w, o)
+                            for o in a.opts.split("/") for w in (big, small)]
+                    rows.append(("kvq_gather + SDPA", "gather", 0, ""))
+                for label, mode, warps, *opt in rows:
+                    use(opt[0] if opt else "")
                     kv_quant.PREFILL_MODE, kv_quant.PREFILL_WARPS = mode, warps
                     t = ms(ops.paged_attention, q, kc, vc, table, positions, D ** -0.5)
                     mb = extra_mb(ops.paged_attention, q, kc, vc, table, positions, D ** -0.5)
