@@ -1,3 +1,4 @@
+# Ran at commit ea28a2d (the L2-prefetch form of Turing's kvq_prefill; removed after this call: slower on the H200, bench/RESULTS.md session 14).
 # Session 14, call 4: main with kvq_prefill's Turing form asking L2 for the next tile before the products and copying it
 # after them (the sm75 backend's build; -DNINFER_KVQP_L2_PREFETCH=0: copied before the products, as in call 2): the GPU
 # conformance suite on every backend, then bench/kv_prefill.py on sm75 (fp16) with both Turing forms and on sm90.

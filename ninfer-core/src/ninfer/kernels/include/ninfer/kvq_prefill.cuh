@@ -18,8 +18,8 @@
 // applies both rotations, as the decode path's sum p vH = (sum p v) H). K is stored without its centre: a
 // constant per query row, which softmax ignores. Key j is visible to the row of token t iff j <= positions[t].
 // Turing (sm_75; NINFER_MMA_K8, which the sm75 backend defines, builds this form for any arch, so that it runs and is
-// tested on newer GPUs too): each m16n8k16 product as two m16n8k8, the staging copied by plain loads and stores after
-// the previous tile's products (no cp.async; the lines are asked of L2 before those products), and tiles of 32 keys
+// tested on newer GPUs too): each m16n8k16 product as two m16n8k8, the staging copied by plain loads and stores (no
+// cp.async: a tile's codes are read when the previous tile is done, not during its products), and tiles of 32 keys
 // (16 at head_dim 256) so that a block's shared memory fits Turing's 64 KB.
 #pragma once
 #include "common.cuh"
@@ -28,9 +28,6 @@
 #define NINFER_KVQP_TURING 1
 #else
 #define NINFER_KVQP_TURING 0
-#endif
-#ifndef NINFER_KVQP_L2_PREFETCH  // Turing's form: 0 copies the next tile before the products, its latency exposed
-#define NINFER_KVQP_L2_PREFETCH 1  // (measurements only: bench/kv_prefill.py --opts)
 #endif
 
 namespace ninfer {
@@ -158,17 +155,9 @@ struct KvqStage {
     }
 };
 
-// Ask L2 for a line (Turing's form: the next tile's lines while this one is multiplied, no registers held).
-__device__ __forceinline__ void kvqp_prefetch(const void *p) {
-#if __CUDA_ARCH__ >= 750
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
 // Issue the copies of tile key0's codes, scales and offsets into the staging (one commit group). A thread copies
 // the same 16-byte piece c of keys j0, j0 + NT / CPR, ...: its addresses step by constants. bs = 1 << bs_shift.
-// PREFETCH: only ask L2 for those lines (the first piece of each 128-byte line), copy nothing.
-template <int D, int BITS, int BN, int NT, bool PREFETCH = false>
+template <int D, int BITS, int BN, int NT>
 __device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS, BN> &st, const unsigned char *__restrict__ kd,
                                                 const __half *ks, const __half *ko, const unsigned char *vd,
                                                 const __half *vs, const __half *vo, const int *__restrict__ block_table,
@@ -183,22 +172,6 @@ __device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS, BN> &st,
         if (BN % KPP == 0 || j < BN) {
             const int key = min(key0 + j, last);
             const i64 row = ((i64)block_table[key >> bs_shift] << bs_shift | (key & ((1 << bs_shift) - 1))) * Hk + kvh;
-            if (PREFETCH) {
-                if (c % 8 == 0) {
-                    kvqp_prefetch(kd + row * RB + c * 16);
-                    kvqp_prefetch(vd + row * RB + c * 16);
-                }
-                if (c == 0) {
-                    const i64 e0 = (row * NG) & ~1LL;
-                    kvqp_prefetch(ks + e0);
-                    kvqp_prefetch(vs + e0);
-                    if (BITS == 4) {
-                        kvqp_prefetch(ko + e0);
-                        kvqp_prefetch(vo + e0);
-                    }
-                }
-                continue;
-            }
             kvqp_cp<16>(st.rk + j * RB + c * 16, kd + row * RB + c * 16);
             kvqp_cp<16>(st.rv + j * RB + c * 16, vd + row * RB + c * 16);
             if (c == 0) {
@@ -213,8 +186,7 @@ __device__ __forceinline__ void kvq_stage_issue(const KvqStage<D, BITS, BN> &st,
             }
         }
     }
-    if (!PREFETCH)
-        kvqp_commit();
+    kvqp_commit();
 }
 
 // 8 codes of one staged key dequantised in fp16, two values a half2 instruction: int8 c * s and int4 u * s + o, each
@@ -349,10 +321,8 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
         __syncthreads();  // ... for every thread, and the previous tile is consumed
         kvq_stage_dequant<D, BITS, BN, LD, NT>(sk, sv, st);
         __syncthreads();
-        // the next tile's copies (Turing: only its lines asked of L2 now, copied after the products)
         if (key0 + BN <= lim_hi)
-            kvq_stage_issue<D, BITS, BN, NT, NINFER_KVQP_TURING && NINFER_KVQP_L2_PREFETCH>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN,
-                                                                lim_hi, bs_shift, Hk, kvh);
+            kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs_shift, Hk, kvh);
 
         float s[BN / 8][4];
 #pragma unroll
@@ -433,9 +403,6 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
                 mma_f16(o[2 * dd + 1], a, b[2], b[3]);
             }
         }
-        if (NINFER_KVQP_TURING && NINFER_KVQP_L2_PREFETCH && key0 + BN <= lim_hi)  // the staging is free since the dequantisation's barrier
-            kvq_stage_issue<D, BITS, BN, NT>(st, kd, ks, ko, vd, vs, vo, block_table, key0 + BN, lim_hi, bs_shift, Hk,
-                                             kvh);
     }
 
     la += __shfl_xor_sync(0xffffffffu, la, 1);
