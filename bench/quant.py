@@ -196,10 +196,10 @@ def gemv_part(name, bits, dims, layers, bw, widths):
     variant("")
     ws.clear()
     torch.cuda.empty_cache()
-    dense = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for n, k in shapes]
+    dense = [torch.randn(n, k, device="cuda", dtype=ACT_DTYPE) * 0.02 for n, k in shapes]
     for t in widths:
         sec = time_graph(lambda t=t: [torch.nn.functional.linear(xs[t][d.shape[1]], d) for d in dense])
-        rows.append(("bf16 cuBLAS (peer)", t, sec, sum(d.numel() * 2 for d in dense)))
+        rows.append((f"{str(ACT_DTYPE)[6:]} cuBLAS (peer)", t, sec, sum(d.numel() * 2 for d in dense)))
     dense.clear()
     torch.cuda.empty_cache()
     for label, t, sec, nbytes in rows:
