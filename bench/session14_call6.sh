@@ -1,0 +1,3 @@
+# Session 14, call 6 (run as one command line; kept here): the 8B W8A16 model end to end in bf16 and in fp16 (the int8
+# GEMV's fp16 activations, call 5), A, B, A, B in separate processes. Kernels: .kc_s14e.
+source bench/device_env.sh; mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s14e/* $NINFER_KERNEL_CACHE/; for dt in bf16 fp16 bf16 fp16; do echo "== e2e $dt"; timeout 120 python bench/quant.py --parts e2e --no-qgemv --lm-head int8 --models "8B W8A16 g128" --act-dtype $dt --variants "default (per tile 1..8 tokens, split 9..16)" 2>&1 | grep -v "^ninfer: compiling\|ops of" | grep -E "^\| 8B|host gap|FAILED|Error|bandwidth"; done
