@@ -158,7 +158,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
             return None
         turing = turing_build or not tensor_cores(dev.index)
         optin = smem_optin(dev.index)  # 8 warps at head_dim 256 need 168 KB: 4 (84) on sm_86 / sm_89
-        forms = [w for w in prefill_warps(D) if prefill_smem(D, k_cache.bits, w, turing) <= optin
+        forms = [w for w in prefill_warps(D) if prefill_smem(D, k_cache.bits, w, turing) <= optin - 16  # + static
                  and PREFILL_WARPS in (0, w)]
         if not forms:
             return None
