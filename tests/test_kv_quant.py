@@ -134,6 +134,37 @@ def test_bytes_per_token_and_capacity_planner():
         plan_max_context(cfg, 10 * 2**30, "int4", weights, torch.bfloat16)
 
 
+def test_the_planner_counts_the_prefill_copies(monkeypatch):
+    """A prefill chunk's attention over a dense KV cache copies the context's K and V of one layer (and repeats them to
+    the query heads below sm_80): the planner leaves room for it; over a quantised cache kvq_prefill copies nothing,
+    unless NINFER_KVQ_PREFILL=gather (two copies). tests/gpu measures these per-token figures."""
+    from types import SimpleNamespace
+
+    from ninfer.kernels import kv_quant
+    from ninfer.quant.capacity import prefill_copy_bytes_per_token
+
+    cfg = SimpleNamespace(attention_layers=list(range(16)), num_kv_heads=4, head_dim=256, rotary_dim=64,
+                          hidden_size=5120, intermediate_size=17408, num_heads=24, vocab_size=151936,
+                          max_position_embeddings=1 << 30)
+    bf16 = torch.bfloat16
+    one = 2 * 4 * 256 * 2  # K and V of a token in one layer, bf16
+    assert prefill_copy_bytes_per_token(cfg, "bf16", bf16, (9, 0)) == one
+    assert prefill_copy_bytes_per_token(cfg, "bf16", torch.float16, (7, 5)) == one + 2 * 24 * 256 * 2
+    assert prefill_copy_bytes_per_token(cfg, "int4", bf16, (8, 6)) == 0
+    assert prefill_copy_bytes_per_token(cfg, "int8", torch.float16, (7, 5)) == 0
+    assert prefill_copy_bytes_per_token(cfg, "int8", bf16, (9, 0), block_size=24) == 2 * one
+    budget, weights = 22 * 2**30, 14 * 2**30
+    gpu, cpu = (plan_max_context(cfg, budget, "bf16", weights, bf16, capability=c) for c in ((9, 0), None))
+    kv = bytes_per_token("bf16", 16, 4, 256, bf16) + 64 * 4
+    assert gpu < cpu and abs(gpu * (kv + one) - cpu * kv) <= 64 * (kv + one)  # the same bytes, shared out
+    assert plan_max_context(cfg, budget, "int4", weights, bf16) == plan_max_context(cfg, budget, "int4", weights,
+                                                                                    bf16, capability=None)
+    monkeypatch.setattr(kv_quant, "PREFILL_MODE", "gather")
+    assert prefill_copy_bytes_per_token(cfg, "int4", bf16, (9, 0)) == 2 * one
+    assert plan_max_context(cfg, budget, "int4", weights, bf16) < plan_max_context(cfg, budget, "int4", weights,
+                                                                                   bf16, capability=None)
+
+
 @pytest.fixture(scope="module")
 def llm_int8():
     from ninfer.llm import LLM

@@ -249,3 +249,46 @@ def test_uncovered_head_dim_falls_back(backend):
     bt, pos = torch.arange(8, dtype=torch.int32, device="cuda"), torch.tensor([19], device="cuda")
     assert torch.equal(ops.paged_attention(q, got_k, got_v, bt, pos, 0.1),
                        kv_ops.paged_attention(q, want_k, want_v, bt, pos, 0.1))
+
+
+@pytest.mark.parametrize("fmt,mode", [("bf16", "fused"), ("int8", "fused"), ("int4", "fused"), ("int8", "gather"),
+                                      ("int4", "gather")])
+def test_prefill_memory_per_context_token_is_what_the_planner_counts(backend, fmt, mode, monkeypatch):
+    """The capacity planner counts what one layer's prefill attention copies per context token
+    (capacity.prefill_copy_bytes_per_token): measured here as the slope of the call's peak allocation over two
+    contexts, same chunk (256 queries at the end), 27B-shaped heads. A dense cache is gathered once, the quantised
+    dense pass (NINFER_KVQ_PREFILL=gather) copies twice, kvq_prefill nothing."""
+    from types import SimpleNamespace
+
+    from ninfer.kernels import kv_quant
+    from ninfer.quant.capacity import prefill_copy_bytes_per_token
+
+    Hq, Hk, D, T, bs = 24, 4, 256, 256, 64
+    monkeypatch.setattr(kv_quant, "PREFILL_MODE", mode)
+    cfg = SimpleNamespace(num_heads=Hq, num_kv_heads=Hk, head_dim=D)
+    for dtype in backend_dtypes(backend):
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
+        peaks = []
+        for L in (4096, 12288):
+            if fmt == "bf16":
+                nblk = L // bs
+                kc, vc = (torch.randn(nblk + 8, bs, Hk, D, device="cuda", dtype=dtype) for _ in range(2))
+                block_table = torch.randperm(nblk + 8, device="cuda")[:nblk].to(torch.int32)
+            else:
+                kc, vc, block_table = _filled(fmt, L, 0, bs, Hk, D)
+            positions = torch.arange(L - T, L, device="cuda")
+            q = torch.randn(T, Hq, D, device="cuda", dtype=dtype)
+            ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)  # warm: kernels, allocator
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+            out = ops.paged_attention(q, kc, vc, block_table, positions, D ** -0.5)
+            torch.cuda.synchronize()
+            peaks.append(torch.cuda.max_memory_allocated() - before - out.numel() * out.element_size())
+            del kc, vc, out
+        slope = (peaks[1] - peaks[0]) / (12288 - 4096)
+        want = prefill_copy_bytes_per_token(cfg, fmt, dtype, torch.cuda.get_device_capability(), bs)
+        if want == 0:
+            assert slope < 16, (dtype, slope)
+        else:
+            assert abs(slope - want) <= 0.05 * want, (dtype, slope, want)

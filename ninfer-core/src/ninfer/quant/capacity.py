@@ -1,7 +1,8 @@
 """The capacity planner: the longest context a memory budget holds for a model and KV format.
 
 budget = weights (as they will sit on the device) + fixed workspace + recurrent state
-         + context * (KV bytes per token + RoPE table bytes per token)
+         + context * (KV bytes per token + RoPE table bytes per token
+                      + what one layer's prefill attention copies per context token, on a GPU)
 """
 
 from __future__ import annotations
@@ -55,12 +56,39 @@ def workspace_bytes(cfg, dtype: torch.dtype, prefill_chunk: int = 2048) -> int:
     return WORKSPACE_FIXED + 2 * prefill_chunk * per_token + 16 * cfg.vocab_size * 4
 
 
+def prefill_copy_bytes_per_token(cfg, kv_format: str, dtype: torch.dtype, capability: tuple[int, int] = (9, 0),
+                                 block_size: int = 64) -> int:
+    """Bytes per context token that the attention of one prefill chunk allocates on a CUDA GPU of ``capability`` for
+    one layer (freed before the next layer's): torch SDPA reads a dense copy of the context's K and V, gathered from
+    a bf16 / fp16 cache's blocks (``kernels.attention.prefill_sdpa``); a quantised cache's dense pass first
+    dequantises the used blocks (``kvq_gather``), then gathers them the same way: two copies. Where torch's flash
+    kernel cannot read K and V per kv head (below sm_80, float32), they are also repeated to the query heads.
+    ``kvq_prefill`` (a quantised cache on sm_75+, 16-bit activations, blocks of a power of two tokens, unless
+    ``NINFER_KVQ_PREFILL=gather``) copies nothing."""
+    from ..kernels import kv_quant
+
+    elt = torch.empty((), dtype=dtype).element_size()
+    quantised = kv_format not in ("auto", "bf16")
+    if quantised and kv_quant.PREFILL_MODE != "gather" and capability >= (7, 5) and elt == 2 \
+            and block_size & (block_size - 1) == 0:
+        return 0
+    kv = 2 * cfg.num_kv_heads * cfg.head_dim * elt  # K and V of one token, one layer
+    copies = kv * (2 if quantised else 1)
+    if capability < (8, 0) or elt == 4:
+        copies += 2 * cfg.num_heads * cfg.head_dim * elt  # repeated to the query heads
+    return copies
+
+
 def plan_max_context(cfg, budget_bytes: int, kv_format: str, weights: int, dtype: torch.dtype,
-                     state_bytes: int = 0, block_size: int = 64) -> int:
-    """The largest context (a multiple of block_size, at most the model's limit) that fits the budget."""
+                     state_bytes: int = 0, block_size: int = 64, capability: tuple[int, int] | None = (9, 0)) -> int:
+    """The largest context (a multiple of block_size, at most the model's limit) that fits the budget. ``capability``:
+    the CUDA GPU's, for what a prefill chunk's attention copies (:func:`prefill_copy_bytes_per_token`); None on the
+    CPU, whose reference attention is not planned for."""
     fmt = "bf16" if kv_format in ("auto", "bf16") else kv_format
     per_token = bytes_per_token(fmt, len(cfg.attention_layers), cfg.num_kv_heads, cfg.head_dim, dtype)
     per_token += cfg.rotary_dim * 4  # the float32 cos/sin table is sized by the context too
+    if capability is not None and cfg.attention_layers:
+        per_token += prefill_copy_bytes_per_token(cfg, kv_format, dtype, capability, block_size)
     free = budget_bytes - weights - workspace_bytes(cfg, dtype) - state_bytes
     ctx = int(free // per_token) // block_size * block_size
     if ctx < block_size:
@@ -87,12 +115,14 @@ def auto_max_context(checkpoint, cfg, arch, device: torch.device, dtype: torch.d
     keep_gguf = keep_quantized is True or (keep_quantized is None and device.type != "cpu")
     weights = weight_bytes(checkpoint, dtype, keep_gguf)
     state = arch.state_bytes(cfg) if hasattr(arch, "state_bytes") else 0
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
     return plan_max_context(cfg, budget if budget is not None else device_budget(device), kv_format, weights,
-                            dtype, state)
+                            dtype, state, capability=capability)
 
 
 def capacity_rows(checkpoint, cfg, arch, dtype: torch.dtype, budgets_gb=(16, 24)) -> dict:
-    """``ninfer info`` rows: the longest context per KV format on common card sizes (weights as stored)."""
+    """``ninfer info`` rows: the longest context per KV format on common card sizes (weights as stored; an sm_80+
+    GPU's prefill copies)."""
     weights = weight_bytes(checkpoint, dtype, keep_gguf=True)
     state = arch.state_bytes(cfg) if hasattr(arch, "state_bytes") else 0
     rows = {"weights as loaded on a GPU": f"{weights / 1e9:.2f} GB"}
