@@ -137,7 +137,7 @@ def test_bytes_per_token_and_capacity_planner():
 def test_the_planner_counts_the_prefill_copies(monkeypatch):
     """A prefill chunk's attention over a dense KV cache copies the context's K and V of one layer (and repeats them to
     the query heads below sm_80): the planner leaves room for it; over a quantised cache kvq_prefill copies nothing,
-    unless NINFER_KVQ_PREFILL=gather (two copies). tests/gpu measures these per-token figures."""
+    unless NINFER_KVQ_PREFILL=gather (one dequantised copy). tests/gpu measures these per-token figures."""
     from types import SimpleNamespace
 
     from ninfer.kernels import kv_quant
@@ -152,7 +152,7 @@ def test_the_planner_counts_the_prefill_copies(monkeypatch):
     assert prefill_copy_bytes_per_token(cfg, "bf16", torch.float16, (7, 5)) == one + 2 * 24 * 256 * 2
     assert prefill_copy_bytes_per_token(cfg, "int4", bf16, (8, 6)) == 0
     assert prefill_copy_bytes_per_token(cfg, "int8", torch.float16, (7, 5)) == 0
-    assert prefill_copy_bytes_per_token(cfg, "int8", bf16, (9, 0), block_size=24) == 2 * one
+    assert prefill_copy_bytes_per_token(cfg, "int8", bf16, (9, 0), block_size=24) == one
     budget, weights = 22 * 2**30, 14 * 2**30
     gpu, cpu = (plan_max_context(cfg, budget, "bf16", weights, bf16, capability=c) for c in ((9, 0), None))
     kv = bytes_per_token("bf16", 16, 4, 256, bf16) + 64 * 4
@@ -160,7 +160,7 @@ def test_the_planner_counts_the_prefill_copies(monkeypatch):
     assert plan_max_context(cfg, budget, "int4", weights, bf16) == plan_max_context(cfg, budget, "int4", weights,
                                                                                     bf16, capability=None)
     monkeypatch.setattr(kv_quant, "PREFILL_MODE", "gather")
-    assert prefill_copy_bytes_per_token(cfg, "int4", bf16, (9, 0)) == 2 * one
+    assert prefill_copy_bytes_per_token(cfg, "int4", bf16, (9, 0)) == one
     assert plan_max_context(cfg, budget, "int4", weights, bf16) < plan_max_context(cfg, budget, "int4", weights,
                                                                                    bf16, capability=None)
 

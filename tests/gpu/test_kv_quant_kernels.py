@@ -257,7 +257,7 @@ def test_prefill_memory_per_context_token_is_what_the_planner_counts(backend, fm
     """The capacity planner counts what one layer's prefill attention copies per context token
     (capacity.prefill_copy_bytes_per_token): measured here as the slope of the call's peak allocation over two
     contexts, same chunk (256 queries at the end), 27B-shaped heads. A dense cache is gathered once, the quantised
-    dense pass (NINFER_KVQ_PREFILL=gather) copies twice, kvq_prefill nothing."""
+    dense pass (NINFER_KVQ_PREFILL=gather) dequantised once, kvq_prefill copies nothing."""
     from types import SimpleNamespace
 
     from ninfer.kernels import kv_quant

@@ -95,14 +95,19 @@ def _flash_gqa(qh, k, v) -> bool:
 
 
 def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
-    """Causal attention for a prefill chunk through torch SDPA over the gathered blocks."""
+    """Causal attention for a prefill chunk through torch SDPA over the gathered blocks (block_table None: the caches
+    already hold the context's blocks in order, read in place: the quantised dense pass's dequantised copy)."""
     T, Hq, D = q.shape
     bs, Hk = k_cache.shape[1], k_cache.shape[2]
     first, last = _span(positions)
     L = last + 1
-    blocks = block_table[: (L + bs - 1) // bs].long()
-    k = k_cache[blocks].reshape(-1, Hk, D)[:L].transpose(0, 1)  # [Hk, L, D]
-    v = v_cache[blocks].reshape(-1, Hk, D)[:L].transpose(0, 1)
+    if block_table is None:
+        k = k_cache.reshape(-1, Hk, D)[:L].transpose(0, 1)  # [Hk, L, D], views
+        v = v_cache.reshape(-1, Hk, D)[:L].transpose(0, 1)
+    else:
+        blocks = block_table[: (L + bs - 1) // bs].long()
+        k = k_cache[blocks].reshape(-1, Hk, D)[:L].transpose(0, 1)  # [Hk, L, D]
+        v = v_cache[blocks].reshape(-1, Hk, D)[:L].transpose(0, 1)
     qh = q.transpose(0, 1)  # [Hq, T, D]
     if first == 0 and T == L:
         o = F.scaled_dot_product_attention(qh[None], k[None], v[None], is_causal=True, scale=scale,

@@ -191,8 +191,7 @@ def make_kv_quant_ops(lib: KernelLibrary) -> dict:
         k = gather(k_cache, blocks, q.dtype)  # [nblk, bs, Hk, D], rotated if the pool rotates
         v = gather(v_cache, blocks, q.dtype)
         qr = rotate(q.float()).to(q.dtype) if k_cache.rotate else q
-        local = torch.arange(nblk, dtype=torch.int32, device=q.device)
-        o = prefill_sdpa(qr, k, v, local, positions, scale)
+        o = prefill_sdpa(qr, k, v, None, positions, scale)  # k, v: the context's blocks in order, read in place
         return rotate(o.float()).to(q.dtype) if v_cache.rotate else o
 
     def paged_attention(q, k_cache, v_cache, block_table, positions, scale):

@@ -60,9 +60,9 @@ def prefill_copy_bytes_per_token(cfg, kv_format: str, dtype: torch.dtype, capabi
                                  block_size: int = 64) -> int:
     """Bytes per context token that the attention of one prefill chunk allocates on a CUDA GPU of ``capability`` for
     one layer (freed before the next layer's): torch SDPA reads a dense copy of the context's K and V, gathered from
-    a bf16 / fp16 cache's blocks (``kernels.attention.prefill_sdpa``); a quantised cache's dense pass first
-    dequantises the used blocks (``kvq_gather``), then gathers them the same way: two copies. Where torch's flash
-    kernel cannot read K and V per kv head (below sm_80, float32), they are also repeated to the query heads.
+    a bf16 / fp16 cache's blocks (``kernels.attention.prefill_sdpa``) or, from a quantised cache's dense pass,
+    dequantised (``kvq_gather``). Where torch's flash kernel cannot read K and V per kv head (below sm_80, float32),
+    they are also repeated to the query heads.
     ``kvq_prefill`` (a quantised cache on sm_75+, 16-bit activations, blocks of a power of two tokens, unless
     ``NINFER_KVQ_PREFILL=gather``) copies nothing."""
     from ..kernels import kv_quant
@@ -72,8 +72,7 @@ def prefill_copy_bytes_per_token(cfg, kv_format: str, dtype: torch.dtype, capabi
     if quantised and kv_quant.PREFILL_MODE != "gather" and capability >= (7, 5) and elt == 2 \
             and block_size & (block_size - 1) == 0:
         return 0
-    kv = 2 * cfg.num_kv_heads * cfg.head_dim * elt  # K and V of one token, one layer
-    copies = kv * (2 if quantised else 1)
+    copies = 2 * cfg.num_kv_heads * cfg.head_dim * elt  # K and V of one token, one layer
     if capability < (8, 0) or elt == 4:
         copies += 2 * cfg.num_heads * cfg.head_dim * elt  # repeated to the query heads
     return copies

@@ -425,11 +425,15 @@ __device__ __forceinline__ void kvq_prefill(unsigned char *smem, const T *__rest
 
 // kvq_prefill_<dtype>_d<D>_b<bits>_w<NW>: NW warps, 16 NW query rows a block. Head_dim 256: 8 warps (one block an SM,
 // 239-245 registers: its 128 output floats) and 4 (two blocks; the form for sm_86 / sm_89, whose 99 KB of shared memory
-// a block the 8-warp form exceeds). Head_dim 64 / 128: 16 warps (one block, at most 128 registers) and 8 (two blocks).
-// No spills (ptxas 13.0, sm_90). Turing's build (sm_75): the forms that fit its 64 KB, 16 / 8 warps at head_dim 64, 8 at
+// a block the 8-warp form exceeds). Head_dim 64 / 128: 16 warps (one block, at most 128 registers) and 8 (at 64 two
+// blocks; at 128 one, the form of sm_86 / sm_89 / sm_120). No spills (ptxas 13.0, sm_90). Turing's build (sm_75): the forms that fit its 64 KB, 16 / 8 warps at head_dim 64, 8 at
 // 128, 4 at 256, no spills (ptxas 13.0); the others compile for newer GPUs' tests (head_dim 128 at 16 warps spills).
-// Turing: one block an SM at head_dim 128 and 256 (its shared memory), so no register cap from a second.
-#define KVQP_MIN_BLOCKS(D, NW) (NINFER_KVQP_TURING ? (D == 64 ? 16 / NW : 1) : (D == 256 ? 8 / NW : 16 / NW))
+// Blocks an SM the register budget plans for: Turing holds one block at head_dim 128 and 256 (its shared memory);
+// at head_dim 128 the 8-warp form is the one sm_86 / sm_89 / sm_120 take (the 16-warp form's 120 KB exceed their 99 KB
+// a block), and their 100-128 KB an SM hold one such block (86 KB), so no register cap from a second (at 128 registers
+// it spilled 16 bytes on sm_120).
+#define KVQP_MIN_BLOCKS(D, NW) \
+    (NINFER_KVQP_TURING ? (D == 64 ? 16 / NW : 1) : D == 256 ? 8 / NW : D == 128 ? 1 : 16 / NW)
 #define NINFER_KVQ_PREFILL1(S, T, D, BITS, NW)                                                          \
     extern "C" __global__ void __launch_bounds__(NW * 32, KVQP_MIN_BLOCKS(D, NW))                      \
         kvq_prefill_##S##_d##D##_b##BITS##_w##NW(                                                       \
