@@ -73,9 +73,7 @@ def main():
 
     def use(opts, knobs, name=""):
         os.environ["NINFER_ATTN_CLUSTER"] = name if name in ATTN_CLUSTER_FORMS else "0"  # read at each launch
-        if lib.options != base + opts:
-            lib.options = base + opts
-            lib._modules.clear()
+        lib.set_options(base + opts)
         attention.MIN_SPLIT, attention.ONE_PASS_MAX_SPLITS, attention.BLOCK_ROWS = knobs
 
     bw = copy_bandwidth()

@@ -177,9 +177,7 @@ def main():
         launch.PDL = p != "0"
         opts = base_options + (("-DNINFER_PDL_EARLY_TRIGGER",) if p == "early" else ()) \
             + (("-DNINFER_NORM_TWO_PASS",) if norm == "2" else ()) + tuple(extra.split())
-        if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
-            lib.options = opts
-            lib._modules.clear()
+        lib.set_options(opts)
 
     for shape in a.shapes.split(","):
         weights = None

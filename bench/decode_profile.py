@@ -35,7 +35,7 @@ def main():
         from ninfer.backends import installed_backends
 
         lib = installed_backends()[a.backend].kernels
-        lib.options = lib.options + tuple(a.opts.split())
+        lib.set_options(lib.options + tuple(a.opts.split()))
     runner, weights = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, max(a.capacity or 0, a.ctx + 64),
                               layers=a.layers)
     prompt = torch.randint(0, runner.cfg.vocab_size, (a.ctx,), generator=torch.Generator().manual_seed(0)).tolist()

@@ -62,9 +62,7 @@ def main():
     base_options = lib.options
 
     def use(opt: str):
-        if lib.options != base_options + tuple(opt.split()):  # the launchers hold this library: the next module()
-            lib.options = base_options + tuple(opt.split())  # loads the variant
-            lib._modules.clear()
+        lib.set_options(base_options + tuple(opt.split()))
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
     flops = matmul_rate()
     print(f"{torch.cuda.get_device_name()}  bf16 matmul {flops / 1e12:.0f} TFLOP/s  torch {torch.__version__}")

@@ -15,7 +15,7 @@ import types
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "gpu"))
-import test_kv_quant_kernels as kvt  # noqa: E402  (its pool filler)
+import test_kv_quant_kernels as kvt  # noqa: E402  (its measurement, prefill_peak)
 
 from ninfer.kernels import kv_quant  # noqa: E402
 from ninfer.ops import DeviceSpec, resolve  # noqa: E402
@@ -23,24 +23,6 @@ from ninfer.quant.capacity import prefill_copy_bytes_per_token  # noqa: E402
 
 HQ, HK, D, T, BS = 24, 4, 256, 256, 64
 CTX = (4096, 12288, 32768)
-
-
-def peak_beyond(ops, fmt, dtype, L):
-    if fmt == "bf16":
-        nblk = L // BS
-        kc, vc = (torch.randn(nblk + 8, BS, HK, D, device="cuda", dtype=dtype) for _ in range(2))
-        table = torch.randperm(nblk + 8, device="cuda")[:nblk].to(torch.int32)
-    else:
-        kc, vc, table = kvt._filled(fmt, L, 0, BS, HK, D)
-    pos = torch.arange(L - T, L, device="cuda")
-    q = torch.randn(T, HQ, D, device="cuda", dtype=dtype)
-    ops.paged_attention(q, kc, vc, table, pos, D ** -0.5)  # warm-up
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    out = ops.paged_attention(q, kc, vc, table, pos, D ** -0.5)
-    torch.cuda.synchronize()
-    return torch.cuda.max_memory_allocated() - before - out.numel() * out.element_size()
 
 
 def main(backends):
@@ -54,7 +36,7 @@ def main(backends):
                           ("int4", "gather")):
             kv_quant.PREFILL_MODE = mode
             ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype), kv_format=fmt)
-            peaks = [peak_beyond(ops, fmt, dtype, L) for L in CTX]
+            peaks = [kvt.prefill_peak(ops, fmt, dtype, HQ, HK, D, T, L, BS) for L in CTX]
             want = prefill_copy_bytes_per_token(cfg, fmt, dtype, torch.cuda.get_device_capability(), BS)
             label = "dense" if fmt == "bf16" else ("kvq_prefill" if mode == "fused" else "dense pass")
             print(f"| {backend} | {str(dtype)[6:]} | {fmt} | {label} | {' / '.join(f'{p / 1e6:.1f}' for p in peaks)} | "

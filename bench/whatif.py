@@ -76,9 +76,7 @@ def main():
         os.environ["NINFER_ATTN_CLUSTER"] = clusters[0] if clusters else "0"  # read at each launch
         opts = base_options + (("-DNINFER_PDL_EARLY_LOADS=0",) if "late" in parts else ()) + (
             ("-DNINFER_GDN_STATE_L2=0",) if "gdnlate" in parts else ())
-        if lib.options != opts:  # the launchers hold this library: its next module() loads the variant
-            lib.options = opts
-            lib._modules.clear()
+        lib.set_options(opts)
         runner, _ = rm.build(a.shape, a.backend, "cuda", torch.bfloat16, cap, weights=weights)
         impls = runner.model.ops.impls
         for part in parts:

@@ -105,3 +105,16 @@ def test_every_launcher_is_registered_as_an_op():
     launchers = set(make_ops(library("sm90")))
     registered = KERNEL_OPS | set(FUSED_OPS) | {"linear", "paged_attention"}
     assert launchers <= registered, f"launchers never registered: {sorted(launchers - registered)}"
+
+
+def test_set_options_drops_loaded_modules_only_when_they_change(tmp_path):
+    """Benchmarks switch a backend's build in one process (KernelLibrary.set_options): a module loaded under the old
+    options must not serve the new ones, and the same options keep it."""
+    import copy
+
+    lib = copy.copy(library("sm90"))
+    lib._modules = {0: "module loaded under the old options"}
+    lib.set_options(lib.options)
+    assert lib._modules == {0: "module loaded under the old options"}
+    lib.set_options(lib.options + ("-DNINFER_PDL_EARLY_LOADS=0",))
+    assert lib._modules == {} and lib.options[-1] == "-DNINFER_PDL_EARLY_LOADS=0"

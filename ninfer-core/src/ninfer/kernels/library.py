@@ -69,6 +69,15 @@ class KernelLibrary:
     def source(self) -> str:
         return self.source_path.read_text()
 
+    def set_options(self, options: tuple[str, ...]) -> None:
+        """Compile with ``options`` from now on (benchmarks' A/B builds): modules already loaded are dropped, so the
+        launchers, which hold this library, load the variant at their next call."""
+        options = tuple(options)
+        with self._lock:
+            if options != self.options:
+                self.options = options
+                self._modules.clear()
+
     def tuning(self, macro: str, default: int) -> int:
         """A tuning constant the backend's source #defines (the launch shape must agree with it)."""
         m = re.search(rf"^#define {macro} (\d+)", self.source(), re.M)
