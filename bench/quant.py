@@ -105,6 +105,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1, 4 warps a tile": dict(split=(16,), qmv_warps=4),
     "qmv1, 8 warps a tile": dict(split=(16,), qmv_warps=8),
     "qmv1, 16 warps a tile": dict(split=(16,), qmv_warps=16),
+    # session 15: int8 codes with bf16 activations multiply in fp16 (qgemv.cu: X16) by default; this multiplies in bf16
+    "int8 with bf16 activations multiplied in bf16 (before X16)": dict(split=(16,), extra=("-DQMV_X16=0",)),
 }
 QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
 

@@ -262,6 +262,52 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
         assert err < tol, float(err)
 
 
+@pytest.mark.parametrize("sym", [True, False])
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_int8_burst_kernel_with_bf16_activations_beyond_fp16(sym, tokens):
+    """The int8 burst kernels multiply bf16 activations as fp16 (qgemv.cu: X16). Activations past fp16's 65 504 would
+    be infinite there: the tile is then computed again in bf16, so the result stays within bf16 rounding of float32,
+    for the tiles the large values enter and for the others alike; the one-launch SwiGLU form takes the same path.
+    That the fp16 path is the one taken otherwise shows in activations below fp16's normal range (2^-14), which
+    round to fp16's subnormal step of 2^-24 as they are converted: the result is x rounded to fp16, times W."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    n, k = 1000, 4096
+    q = gpu.prepare(_tiled_case(n, k, 8, 128, sym, torch.bfloat16, 7 + tokens))
+    assert q.packing == "tiles16" and gpu.qmv_covers(q)
+    w = dequantize(q)
+    x = torch.randn(tokens, k, device="cuda")
+    x[:, 100] = 3e5  # past fp16's range, in every tile's sum
+    x[:, 2000:2004] = -7e4
+    x = x.to(torch.bfloat16)
+    ref = x.float() @ w.t()
+    _poison()
+    y = gpu.quant_linear(x, q)
+    assert torch.isfinite(y).all()
+    err = (y.float() - ref).norm() / ref.norm()
+    assert err < 1e-2, float(err)
+    if tokens == 1:  # gate | up with SwiGLU in one launch (a shape it serves), the same fall-back
+        from ninfer.reference import ops as ref_ops
+
+        gu = gpu.prepare(_tiled_case(2 * 4096, k, 8, 128, sym, torch.bfloat16, 3))
+        _poison()
+        y2 = gpu.quant_linear_silu_mul(x * 0.05, gu)
+        assert y2 is not None and torch.isfinite(y2).all()
+        want = ref_ops.silu_mul((x * 0.05).float() @ dequantize(gu).t())
+        err = (y2.float() - want).norm() / want.norm()
+        assert err < 1e-2, float(err)
+    tiny = (torch.rand(tokens, k, device="cuda") * 2e-6 + 1e-7).to(torch.bfloat16)  # fp16 subnormals
+    _poison()
+    y = gpu.quant_linear(tiny, q).float()
+    as_fp16 = tiny.half().float() @ w.t()
+    as_bf16 = tiny.float() @ w.t()
+    assert not torch.equal(tiny.half().float(), tiny.float())
+    e16 = (y - as_fp16).norm() / as_fp16.norm()
+    e_bf = (y - as_bf16).norm() / as_bf16.norm()
+    assert e16 < 1e-2 and e16 < e_bf / 4, (float(e16), float(e_bf))
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 64, False), (8, 128, False), (8, 32, True)])

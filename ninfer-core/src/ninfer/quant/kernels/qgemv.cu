@@ -374,6 +374,17 @@ template <> struct QmDeq<__nv_bfloat16, 8> {  // through float32 2^23 + u, exact
     __device__ __forceinline__ void raw(const unsigned *w, unsigned (&a)[4]) const { step(w, a); }
 };
 
+template <typename X> struct QmTag { using type = X; };
+template <typename A, typename B> struct QmSame { static constexpr bool value = false; };
+template <typename A> struct QmSame<A, A> { static constexpr bool value = true; };
+
+// bf16x2 -> fp16x2, each half rounded to nearest (exact in fp16's normal range); past 65504 infinite.
+__device__ __forceinline__ unsigned bf16x2_to_f16x2(unsigned w) {
+    unsigned d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(__uint_as_float(w & 0xFFFF0000u)), "f"(__uint_as_float(w << 16)));
+    return d;
+}
+
 __device__ __forceinline__ float qm_scale(unsigned v, const __half *) { return __half2float(__ushort_as_half(v)); }
 __device__ __forceinline__ float qm_scale(unsigned v, const __nv_bfloat16 *) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float qm_scale_hi(unsigned v, const __half *) {
@@ -799,6 +810,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
+#ifndef QMV_X16  // 1: int8 codes with bf16 activations multiplied in fp16 (see qmv)
+#define QMV_X16 1
+#endif
 #ifndef QMV_ADDR  // 1: int4 one-token bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch)
 #define QMV_ADDR 1
 #endif
@@ -901,59 +915,91 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     if (b < nburst) fetch(wb, b);
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
+    // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
+    auto run = [&](auto tag) {
+        using MT = typename decltype(tag)::type;
+        constexpr bool CVT = !QmSame<MT, T>::value;  // bf16 activations multiplied as fp16
 #pragma unroll
-    for (int s = 0; s < SETS; s++) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.f;
-    for (; b < nburst; b += warps, wb += wstep) {
-        if (QMV_L2PF > 0 && lane < 4 * B && b + QMV_L2PF * warps < nburst) {  // 4 B lines of 128 bytes a burst
-            const char *pf = reinterpret_cast<const char *>(Wp + ((i64)tile * nchunk + (i64)(b + QMV_L2PF * warps) * B)
-                                                            * 32) + lane * 128;
-            asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
-        }
-        if (!QMV_PIPE && b != warp) fetch(wb, b);
-        uint4 wc[B];
-        unsigned sc[B], zc[B];
+        for (int s = 0; s < SETS; s++) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.f;
+        for (; b < nburst; b += warps, wb += wstep) {
+            if (QMV_L2PF > 0 && lane < 4 * B && b + QMV_L2PF * warps < nburst) {  // 4 B lines of 128 bytes a burst
+                const char *pf = reinterpret_cast<const char *>(Wp + ((i64)tile * nchunk + (i64)(b + QMV_L2PF * warps) * B)
+                                                                * 32) + lane * 128;
+                asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
+            }
+            if (!QMV_PIPE && b != warp) fetch(wb, b);
+            uint4 wc[B];
+            unsigned sc[B], zc[B];
 #pragma unroll
-        for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
-        if (QMV_PIPE && b + warps < nburst) fetch(wb + wstep, b + warps);  // the next burst in flight meanwhile
+            for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
+            if (QMV_PIPE && b + warps < nburst) fetch(wb + wstep, b + warps);  // the next burst in flight meanwhile
 #pragma unroll
-        for (int u = 0; u < B; u++) {
-            const int c = b * B + u;
-            uint4 xv[SETS][HALVES];  // this chunk's activations (L1), loaded here: ahead they would hold registers
+            for (int u = 0; u < B; u++) {
+                const int c = b * B + u;
+                uint4 xv[SETS][HALVES];  // this chunk's activations (L1), loaded here: ahead they would hold registers
 #pragma unroll
-            for (int s = 0; s < SETS; s++)
+                for (int s = 0; s < SETS; s++)
 #pragma unroll
-                for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
-            const unsigned words[4] = {wc[u].x, wc[u].y, wc[u].z, wc[u].w};
-            float tmp[SETS][4];
+                    for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
+                const unsigned words[4] = {wc[u].x, wc[u].y, wc[u].z, wc[u].w};
+                float tmp[SETS][4];
 #pragma unroll
-            for (int s = 0; s < SETS; s++) tmp[s][0] = tmp[s][1] = tmp[s][2] = tmp[s][3] = 0.f;
-            QmDeq<T, BITS> dq;
-            dq.init(zc[u]);
+                for (int s = 0; s < SETS; s++) tmp[s][0] = tmp[s][1] = tmp[s][2] = tmp[s][3] = 0.f;
+                QmDeq<MT, BITS> dq;
+                dq.init(zc[u]);
 #pragma unroll
-            for (int h = 0; h < HALVES; h++) {
+                for (int h = 0; h < HALVES; h++) {
 #pragma unroll
-                for (int s2 = 0; s2 < 2; s2++) {
-                    unsigned a[4];
-                    dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
+                    for (int s2 = 0; s2 < 2; s2++) {
+                        unsigned a[4];
+                        dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
 #pragma unroll
-                    for (int s = 0; s < SETS; s++) {
-                        const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
-                        qm_mma(tmp[s], a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+                        for (int s = 0; s < SETS; s++) {
+                            const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
+                            const unsigned b0 = CVT ? bf16x2_to_f16x2(xw[2 * s2]) : xw[2 * s2];
+                            const unsigned b1 = CVT ? bf16x2_to_f16x2(xw[2 * s2 + 1]) : xw[2 * s2 + 1];
+                            qm_mma(tmp[s], a, b0, b1, (const MT *)nullptr);
+                        }
+                    }
+                }
+                const float s0 = qm_scale(sc[u] & 0xFFFFu, (const ST *)nullptr);
+                const float s1 = qm_scale_hi(sc[u], (const ST *)nullptr);
+#pragma unroll
+                for (int s = 0; s < SETS; s++) {
+                    acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
+                    acc[s][2] = fmaf(s1, tmp[s][2], acc[s][2]);
+                    if (!ONE) {
+                        acc[s][1] = fmaf(s0, tmp[s][1], acc[s][1]);
+                        acc[s][3] = fmaf(s1, tmp[s][3], acc[s][3]);
                     }
                 }
             }
-            const float s0 = qm_scale(sc[u] & 0xFFFFu, (const ST *)nullptr);
-            const float s1 = qm_scale_hi(sc[u], (const ST *)nullptr);
-#pragma unroll
-            for (int s = 0; s < SETS; s++) {
-                acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
-                acc[s][2] = fmaf(s1, tmp[s][2], acc[s][2]);
-                if (!ONE) {
-                    acc[s][1] = fmaf(s0, tmp[s][1], acc[s][1]);
-                    acc[s][3] = fmaf(s1, tmp[s][3], acc[s][3]);
-                }
-            }
         }
+    };
+    // X16 (int8 codes, bf16 activations; -DQMV_X16=0 turns it off): the activations are converted to fp16 as they
+    // are loaded (exact for 2^-14 <= |x| <= 65504; below, fp16's subnormal step 2^-24) and the codes take the fp16
+    // form (one PRMT and one subtraction a register against bf16's five instructions through float32): 0.90 of
+    // copy bandwidth against 0.86 (H200, bench/RESULTS.md 2026-12-04). An activation past fp16's range becomes
+    // infinite and makes every sum it enters infinite or NaN; then the block (every warp, whatever its part)
+    // computes the tile again in bf16, so the result is the bf16 kernel's. Finite activations give finite sums in
+    // fp16 (|code| <= 255, |x| <= 65504: far below float32's range).
+    constexpr bool X16 = QMV_X16 && BITS == 8 && QmSame<T, __nv_bfloat16>::value;
+    if constexpr (X16) {
+        run(QmTag<__half>{});
+        bool bad = false;
+#pragma unroll
+        for (int s = 0; s < SETS; s++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                if (!ONE || i % 2 == 0) bad |= !(fabsf(acc[s][i]) <= 3.402823466e38f);  // NaN or infinite
+        if (__syncthreads_or(bad)) {
+            b = warp;
+            wb = Wt + (i64)warp * B * 32;
+            if (b < nburst) fetch(wb, b);
+            run(QmTag<T>{});
+        }
+    } else {
+        run(QmTag<T>{});
     }
     constexpr int IDX[4] = {0, 2, 1, 3};  // acc index of slot i: ONE keeps slots 0, 1
     if (SILU) {  // each half's warps in order, as a plain launch adds them; then SwiGLU on the two tiles' rows
