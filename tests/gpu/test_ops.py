@@ -277,3 +277,42 @@ def test_pdl_changes_no_bit(backend, monkeypatch):
         for j in range(2):
             assert torch.equal(out[False][i][j], out[True][i][j])
     assert torch.equal(out[True][0][0], out[True][1][0])  # graph replay == eager
+
+
+@pytest.mark.parametrize("pre", ["0", "2"])
+def test_gemv_first_rounds_before_the_wait_change_no_bit(pre):
+    """The one-token GEMVs with the next round in flight (gemv_rows, gemv_silu2) load their first round of weights
+    before the PDL wait (gemv.cuh: NINFER_GEMV_PRE=1, the default); built with 0 (an L2 prefetch there, as before) or
+    2 (two rounds) they give the same bits: the loads move, the sums do not. sm90 (where PDL runs), eager and replayed
+    from a CUDA graph, on the Llama-3-8B and Qwen3.5-27B decode shapes that take these kernels."""
+    backend = "sm90"
+    if not torch.cuda.is_available() or backend not in installed_backends():
+        pytest.skip("needs a CUDA GPU and the sm90 backend")
+    lib = installed_backends()[backend].kernels
+    dtype = torch.bfloat16
+    ops = opset(backend, dtype)
+    shapes = [(4096, 6144), (4096, 4096), (14336, 4096), (5120, 16480), (6144, 5120), (17408, 5120), (4104, 1001)]
+    cases = [(randn(1, K, dtype=dtype), randn(N, K, dtype=dtype, scale=K ** -0.5)) for K, N in shapes]
+    gate_up = (randn(1, 4096, dtype=dtype), randn(2 * 14336, 4096, dtype=dtype, scale=4096 ** -0.5))
+
+    def run():
+        outs = [ops.linear(x, W) for x, W in cases] + [ops.linear_silu_mul(*gate_up)]
+        static = [ops.linear(x, W) for x, W in cases[:2]]
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static = [ops.linear(x, W) for x, W in cases[:2]] + [ops.linear_silu_mul(*gate_up)]
+        g.replay()
+        torch.cuda.synchronize()
+        return outs, [s.clone() for s in static]
+
+    base = lib.options
+    want = run()
+    try:
+        lib.set_options(base + (f"-DNINFER_GEMV_PRE={pre}",))
+        poison_allocator()
+        got = run()
+    finally:
+        lib.set_options(base)
+    for a, b in zip(want[0] + want[1], got[0] + got[1]):
+        assert torch.equal(a, b), f"NINFER_GEMV_PRE={pre} changed a GEMV's bits"
+    assert torch.equal(want[0][0], want[1][0]) and torch.equal(want[0][-1], want[1][-1])  # graph == eager

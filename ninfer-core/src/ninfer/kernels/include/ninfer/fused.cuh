@@ -217,15 +217,27 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
     const int KV = K / 8;
     const uint4 *Wr = reinterpret_cast<const uint4 *>(W + (i64)(min(n, I - 1) + (up ? I : 0)) * K);
     const uint4 *xr = reinterpret_cast<const uint4 *>(x);
-    if (live) {
+    // the weights' first round (two with NINFER_GEMV_PRE 2), while the previous kernel finishes (gemv.cuh)
+    uint4 first[U], second[U];
+    const bool rounds = live && lane + 32 * (U - 1) < KV;
+    const bool pre2 = NINFER_GEMV_PRE >= 2 && live && lane + 32 * (2 * U - 1) < KV;
+    if (NINFER_GEMV_PRE && rounds) {
 #pragma unroll
-        for (int u = 0; u < U; u++)  // the weights' first loads, while the previous kernel finishes
+        for (int u = 0; u < U; u++) first[u] = load_stream(Wr + lane + 32 * u);
+        if (pre2) {
+#pragma unroll
+            for (int u = 0; u < U; u++) second[u] = load_stream(Wr + lane + 32 * (U + u));
+        }
+    } else if (!NINFER_GEMV_PRE && live) {
+#pragma unroll
+        for (int u = 0; u < U; u++)
             if (lane + 32 * u < KV) prefetch_l2(Wr + lane + 32 * u);
     }
     pdl_stream_enter();
     float acc = 0.f;
     if (live) {
-        int v = gemv_rounds_next<T, U>(Wr, xr, lane, KV, acc);
+        int v = NINFER_GEMV_PRE && rounds ? gemv_rounds_from<T, U>(Wr, xr, lane, KV, acc, first, second, pre2)
+                                          : gemv_rounds_next<T, U>(Wr, xr, lane, KV, acc);
         for (; v < KV; v += 32) {
             float wf[8], xf[8];
             unpack8<T>(load_stream(Wr + v), wf);

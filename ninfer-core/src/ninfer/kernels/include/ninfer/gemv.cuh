@@ -13,6 +13,14 @@
 #ifndef NINFER_GEMV_NEXT
 #define NINFER_GEMV_NEXT 0
 #endif
+// NINFER_GEMV_PRE: the one-token GEMVs with the next round in flight (gemv_rows, gemv_silu2) load their first round
+// of weights into registers before the PDL wait (2: their first two rounds), while the kernel before them runs and
+// HBM is mostly idle; 0: they only ask L2 for it there. Weights are never written, so reading them before the wait
+// is safe. H200, Llama-3-8B decode at 512: 1 gave 0.844 of copy bandwidth against 0.822 (bench/RESULTS.md,
+// 2026-12-04 session 15).
+#ifndef NINFER_GEMV_PRE
+#define NINFER_GEMV_PRE 1
+#endif
 
 namespace ninfer {
 
@@ -29,27 +37,37 @@ __device__ __forceinline__ void gemv_round(const uint4 (&w)[U], const uint4 *__r
     }
 }
 
-// Rounds of U vectors from lane's v to the last full round below v1, the next round in flight (NINFER_GEMV_NEXT);
-// returns the v where the single-vector tail starts.
+// Rounds of U vectors from lane's v to the last full round below v1, the next round in flight, the first round
+// already in w (gemv_rounds_next loads it; NINFER_GEMV_PRE: loaded before the PDL wait), the second in nx where
+// loaded (then true); v + 32 (U - 1) < v1.
 template <typename T, int U>
-__device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, const uint4 *__restrict__ xr, int v,
-                                                int v1, float &acc) {
-    if (v + 32 * (U - 1) >= v1) return v;
-    uint4 w[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) w[u] = load_stream(Wr + v + 32 * u);
+__device__ __forceinline__ int gemv_rounds_from(const uint4 *__restrict__ Wr, const uint4 *__restrict__ xr, int v,
+                                                int v1, float &acc, uint4 (&w)[U], uint4 (&nx)[U], bool loaded) {
     for (; v + 32 * (U - 1) < v1; v += 32 * U) {
-        uint4 nx[U];
-        if (v + 32 * (2 * U - 1) < v1) {
+        if (v + 32 * (2 * U - 1) < v1 && !loaded) {
 #pragma unroll
             for (int u = 0; u < U; u++) nx[u] = load_stream(Wr + v + 32 * (U + u));
         }
         gemv_round<T, U>(w, xr, v, acc);
 #pragma unroll
         for (int u = 0; u < U; u++) w[u] = nx[u];
+        loaded = false;
     }
     return v;
 }
+
+// Rounds of U vectors from lane's v to the last full round below v1, the next round in flight (NINFER_GEMV_NEXT);
+// returns the v where the single-vector tail starts.
+template <typename T, int U>
+__device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, const uint4 *__restrict__ xr, int v,
+                                                int v1, float &acc) {
+    if (v + 32 * (U - 1) >= v1) return v;
+    uint4 w[U], nx[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) w[u] = load_stream(Wr + v + 32 * u);
+    return gemv_rounds_from<T, U>(Wr, xr, v, v1, acc, w, nx, false);
+}
+
 
 // What a decode GEMV does with a finished output y[t, n] = acc: the plain store (plus the bias), or a fused
 // epilogue (GdnInEpilogue, gdn_in_epilogue.cuh). Called by one lane per output.
@@ -158,11 +176,27 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
     const uint4 *Wr[R];
 #pragma unroll
     for (int r = 0; r < R; r++) Wr[r] = reinterpret_cast<const uint4 *>(W + (i64)min(n0 + r, N - 1) * K);
-    if (n0 < N) {
+    // The weights' first round (NINFER_GEMV_PRE 2 with NEXT: the first two), while the previous kernel finishes:
+    // into registers (NINFER_GEMV_PRE) or asked of L2.
+    uint4 w[R][U], nx[R][U];
+    const bool rounds = n0 < N && v0 + lane + 32 * (U - 1) < v1;
+    const bool pre2 = NINFER_GEMV_PRE >= 2 && NEXT && n0 < N && v0 + lane + 32 * (2 * U - 1) < v1;
+    if (NINFER_GEMV_PRE && rounds) {
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
-            for (int u = 0; u < U; u++)  // the weights' first loads, while the previous kernel finishes
+            for (int u = 0; u < U; u++) w[r][u] = load_stream(Wr[r] + v0 + lane + 32 * u);
+        if (pre2) {
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int u = 0; u < U; u++) nx[r][u] = load_stream(Wr[r] + v0 + lane + 32 * (U + u));
+        }
+    } else if (!NINFER_GEMV_PRE && n0 < N) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
                 if (v0 + lane + 32 * u < v1) prefetch_l2(Wr[r] + v0 + lane + 32 * u);
     }
     pdl_stream_enter();
@@ -186,16 +220,17 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
                 }
             }
         };
-        if (v + 32 * (U - 1) < v1) {
-            uint4 w[R][U];
+        if (rounds) {
+            if (!NINFER_GEMV_PRE) {
 #pragma unroll
-            for (int r = 0; r < R; r++)
+                for (int r = 0; r < R; r++)
 #pragma unroll
-                for (int u = 0; u < U; u++) w[r][u] = load_stream(Wr[r] + v + 32 * u);
+                    for (int u = 0; u < U; u++) w[r][u] = load_stream(Wr[r] + v + 32 * u);
+            }
+            bool loaded = pre2;  // nx already holds the next round
             for (; v + 32 * (U - 1) < v1; v += 32 * U) {
-                uint4 nx[R][U];
                 const bool more = v + 32 * (2 * U - 1) < v1;
-                if (NEXT && more) {
+                if (NEXT && more && !loaded) {
 #pragma unroll
                     for (int r = 0; r < R; r++)
 #pragma unroll
@@ -208,6 +243,7 @@ __device__ __forceinline__ void gemv_rows(const T *__restrict__ W, const T *__re
 #pragma unroll
                         for (int u = 0; u < U; u++) w[r][u] = NEXT ? nx[r][u] : load_stream(Wr[r] + v + 32 * (U + u));
                 }
+                loaded = false;
             }
         }
         for (; v < v1; v += 32) {
