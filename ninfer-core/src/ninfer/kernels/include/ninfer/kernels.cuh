@@ -47,6 +47,13 @@
 #undef NINFER_PDL_EARLY_LOADS
 #define NINFER_PDL_EARLY_LOADS false
 #endif
+// NINFER_COMBINE_EARLY_TRIGGER 1: the decode attention's combine lets the next kernel launch before it waits for the
+// split kernel, so the o projection's GEMV (which reads only its weights before its own wait: gemv.cuh
+// NINFER_GEMV_PRE) loads its first round while the split kernel runs, not only during the combine. Safe because
+// every kernel that may follow a combine (a GEMV, sigmoid_mul) reads nothing but weights before it waits.
+#ifndef NINFER_COMBINE_EARLY_TRIGGER
+#define NINFER_COMBINE_EARLY_TRIGGER 1
+#endif
 #define NINFER_ATTN_ROWS 8    // query rows sharing one block's K/V loads
 #define NINFER_ATTN_CMAX 256  // most keys per split
 
@@ -220,6 +227,7 @@
     NINFER_ATTN_CLUSTERS(S, T, 256)                                                                     \
     extern "C" __global__ void attention_combine_##S(const float *po, const float *pml, const long long *pos, \
                                                      T *out, int Hq, int S_, int C, int cmin, int D) {  \
+        if (NINFER_COMBINE_EARLY_TRIGGER) ninfer::pdl_trigger();                                        \
         if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
         ninfer::attention_combine<T, NINFER_PDL_EARLY_LOADS>(po, pml, pos, out, Hq, S_, C, cmin, D);    \
     }                                                                                                   \
