@@ -50,7 +50,9 @@
 // NINFER_COMBINE_EARLY_TRIGGER 1: the decode attention's combine lets the next kernel launch before it waits for the
 // split kernel, so the o projection's GEMV (which reads only its weights before its own wait: gemv.cuh
 // NINFER_GEMV_PRE) loads its first round while the split kernel runs, not only during the combine. Safe because
-// every kernel that may follow a combine (a GEMV, sigmoid_mul) reads nothing but weights before it waits.
+// every kernel that may follow a combine reads before its wait only what no running kernel writes: a GEMV (bf16 or
+// quantised) its weights, sigmoid_mul nothing, a decode attention's early loads keys and values of earlier positions
+// (docs/CONTRACTS.md, PDL). H200: Llama-3-8B decode +1.3 % at 512 (bench/RESULTS.md, 2026-12-04 session 15).
 #ifndef NINFER_COMBINE_EARLY_TRIGGER
 #define NINFER_COMBINE_EARLY_TRIGGER 1
 #endif
