@@ -978,8 +978,9 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     };
     // X16 (int8 codes, bf16 activations; -DQMV_X16=0 turns it off): the activations are converted to fp16 as they
     // are loaded (exact for 2^-14 <= |x| <= 65504; below, fp16's subnormal step 2^-24) and the codes take the fp16
-    // form (one PRMT and one subtraction a register against bf16's five instructions through float32): 0.90 of
-    // copy bandwidth against 0.86 (H200, bench/RESULTS.md 2026-12-04). An activation past fp16's range becomes
+    // form (one PRMT and one subtraction a register against bf16's five instructions through float32): on the H200
+    // the 8B's int8 GEMVs 0.87-0.88 of copy bandwidth against 0.85 at one token, 0.83 against 0.77 at eight
+    // (bench/RESULTS.md, 2026-12-04 session 15). An activation past fp16's range becomes
     // infinite and makes every sum it enters infinite or NaN; then the block (every warp, whatever its part)
     // computes the tile again in bf16, so the result is the bf16 kernel's. Finite activations give finite sums in
     // fp16 (|code| <= 255, |x| <= 65504: far below float32's range).

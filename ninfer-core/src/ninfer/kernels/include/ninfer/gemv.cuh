@@ -68,7 +68,6 @@ __device__ __forceinline__ int gemv_rounds_next(const uint4 *__restrict__ Wr, co
     return gemv_rounds_from<T, U>(Wr, xr, v, v1, acc, w, nx, false);
 }
 
-
 // What a decode GEMV does with a finished output y[t, n] = acc: the plain store (plus the bias), or a fused
 // epilogue (GdnInEpilogue, gdn_in_epilogue.cuh). Called by one lane per output.
 template <typename T>
