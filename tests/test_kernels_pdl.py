@@ -46,13 +46,21 @@ def test_every_entry_point_waits_for_its_predecessor(sm90_ptx):
 
 
 def test_gemvs_prefetch_weights_before_the_wait(sm90_ptx):
-    for name in ("gemv_bf16_t1", "gemv_bf16_t1_k4", "gemv_bf16_t1_k2", "gemv_silu_t1_bf16", "gemv_f16_t1",
-                 "gemv_bf16_t1_r2_k2", "gemv_bf16_t1_r2_k1", "gemv_silu2_t1_bf16"):
+    for name in ("gemv_bf16_t1", "gemv_bf16_t1_k4", "gemv_bf16_t1_k2", "gemv_silu_t1_bf16", "gemv_f16_t1"):
         body = sm90_ptx[name]
         assert "prefetch.global.L2" in body, name
         assert body.index("prefetch.global.L2") < body.index("griddepcontrol.wait"), name
         # a GEMV lets the next kernel launch only once it streams: one GEMV ahead at most
         assert body.index("griddepcontrol.wait") < body.index("griddepcontrol.launch_dependents"), name
+    # the forms with the next round in flight load their first round into registers there (gemv.cuh:
+    # NINFER_GEMV_PRE 1): weight loads (past L1) before the wait, and no activation read before it
+    for name in ("gemv_bf16_t1_r2_k2", "gemv_bf16_t1_r2_k1", "gemv_silu2_t1_bf16", "gemv_gdn_in_bf16_t1_r2_k2"):
+        body = sm90_ptx[name]
+        wait = body.index("griddepcontrol.wait")
+        assert "ld.global.nc.L1::no_allocate" in body[:wait], name
+        assert re.findall(r"ld\.global[.\w:]*", body[:wait]) and all(
+            "no_allocate" in op for op in re.findall(r"ld\.global[.\w:]*", body[:wait])), name
+        assert wait < body.index("griddepcontrol.launch_dependents"), name
     # a kernel that reads only activations touches nothing before its wait
     for name in ("rms_norm_bf16", "add_rms_norm_zc_bf16", "sigmoid_mul_bf16", "argmax_part_f32"):
         body = sm90_ptx[name]
@@ -147,7 +155,10 @@ def test_decode_attention_reads_the_old_cache_before_its_wait(sm90_ptx):
         wait = body.index("griddepcontrol.wait")
         assert body.index("ld.global") < wait, name
         assert "st.global" not in body[:wait], name
-        assert wait < body.index("griddepcontrol.launch_dependents"), name
+        # the combine lets the next kernel (the o projection's GEMV, which reads only weights before its own wait)
+        # launch first (kernels.cuh: NINFER_COMBINE_EARLY_TRIGGER); the others after their wait
+        trigger = body.index("griddepcontrol.launch_dependents")
+        assert (trigger < wait) if name.startswith("attention_combine") else (wait < trigger), name
     for name in ("attention_split_bf16_d256", "attention_split_combine_bf16_d128"):
         body = sm90_ptx[name]
         assert body.index("griddepcontrol.wait") < body.index("ld.global"), name
