@@ -266,8 +266,8 @@ def test_burst_kernel_matches_float32(dtype, tol, scale_dtype, bits, group, sym,
 @pytest.mark.parametrize("tokens", [1, 5])
 def test_int8_burst_kernel_with_bf16_activations_beyond_fp16(sym, tokens):
     """The int8 burst kernels multiply bf16 activations as fp16 (qgemv.cu: X16). Activations past fp16's 65 504 would
-    be infinite there: the tile is then computed again in bf16, so the result stays within bf16 rounding of float32,
-    for the tiles the large values enter and for the others alike; the one-launch SwiGLU form takes the same path.
+    be infinite there: every tile they enter (here all of them) is then computed again in bf16, so the result stays
+    within bf16 rounding of float32; the one-launch SwiGLU form takes the same path.
     That the fp16 path is the one taken otherwise shows in activations below fp16's normal range (2^-14), which
     round to fp16's subnormal step of 2^-24 as they are converted: the result is x rounded to fp16, times W."""
     from ninfer.quant import gpu
