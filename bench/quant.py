@@ -107,6 +107,11 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1, 16 warps a tile": dict(split=(16,), qmv_warps=16),
     # session 15: int8 codes with bf16 activations multiply in fp16 (qgemv.cu: X16) by default; this multiplies in bf16
     "int8 with bf16 activations multiplied in bf16 (before X16)": dict(split=(16,), extra=("-DQMV_X16=0",)),
+    # session 16, diagnostics (results wrong, speed only): the burst kernel's loads alone, and its products alone on
+    # L2-resident weights (qgemv.cu: QMV_DIAG)
+    "diag: loads only": dict(split=(16,), extra=("-DQMV_DIAG=1",)),
+    "diag: loads only, burst 8": dict(split=(16,), extra=("-DQMV_DIAG=1", "-DQMV_BURST=8")),
+    "diag: products only (weights from L2)": dict(split=(16,), extra=("-DQMV_DIAG=2",)),
 }
 QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
 

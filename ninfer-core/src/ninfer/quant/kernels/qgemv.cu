@@ -816,6 +816,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_ADDR  // 1: int4 one-token bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch)
 #define QMV_ADDR 1
 #endif
+#ifndef QMV_DIAG  // benchmark diagnostics only, results wrong: 1 the loads alone (no dequantisation, no products);
+#define QMV_DIAG 0  // 2 every block reads tile blockIdx.x % 8's weights and scales (L2-resident): the products alone
+#endif
 // NS = 0: one token (qmv1_*); NS = 1, 2: NS sets of 8 tokens (qmv8_*: 1..8, qmv16_*: 9..16), the B fragment's column g
 // of set s token 8 s + g (past ntok the last repeats).
 // SILU (one token; qmv1s_*): the weight is [gate | up] (N = 2 I rows, I a multiple of 16) and y[n] = silu(gate_n . x)
@@ -854,9 +857,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     const int tile = blockIdx.x + half * (SILU ? gridDim.x : 0);
     const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
     const int lg = __ffs(G) - (BITS == 4 ? 7 : 6);  // log2(G / CHUNK)
-    const uint4 *Wt = Wp + (i64)tile * nchunk * 32 + lane;
-    const unsigned *St = Sp + (i64)tile * ng * 8 + g;
-    const unsigned short *Zt = ZP ? Zp + (i64)tile * ng * 8 + g : nullptr;
+    const int wtile = QMV_DIAG == 2 ? tile % 8 : tile;
+    const uint4 *Wt = Wp + (i64)wtile * nchunk * 32 + lane;
+    const unsigned *St = Sp + (i64)wtile * ng * 8 + g;
+    const unsigned short *Zt = ZP ? Zp + (i64)wtile * ng * 8 + g : nullptr;
     const uint4 *xt[SETS];
 #pragma unroll
     for (int s = 0; s < SETS; s++)
@@ -935,6 +939,11 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             if (QMV_PIPE && b + warps < nburst) fetch(wb + wstep, b + warps);  // the next burst in flight meanwhile
 #pragma unroll
             for (int u = 0; u < B; u++) {
+                if (QMV_DIAG == 1) {  // the loads alone: each word enters the sum, nothing else
+                    acc[0][0] += __uint_as_float(((wc[u].x ^ wc[u].y ^ wc[u].z ^ wc[u].w ^ sc[u] ^ zc[u]) & 0x007FFFFFu)
+                                                 | 0x3F800000u);
+                    continue;
+                }
                 const int c = b * B + u;
                 uint4 xv[SETS][HALVES];  // this chunk's activations (L1), loaded here: ahead they would hold registers
 #pragma unroll
