@@ -113,22 +113,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "diag: loads only, burst 8": dict(split=(16,), extra=("-DQMV_DIAG=1", "-DQMV_BURST=8")),
     "diag: products only (weights from L2)": dict(split=(16,), extra=("-DQMV_DIAG=2",)),
     "diag: products only (weights from L1)": dict(split=(16,), extra=("-DQMV_DIAG=3",)),
-    # session 16: bursts of 8 chunks by width (QMV_BURST4 / QMV_BURST8) at register caps that hold them
-    "int8 burst 8, 72 registers": dict(split=(16,), extra=("-DQMV_BURST8=8", "-DQMV_MAXREG8=72")),
-    "int8 burst 8, 80 registers": dict(split=(16,), extra=("-DQMV_BURST8=8", "-DQMV_MAXREG8=80")),
-    "int4 burst 8, 96 registers": dict(split=(16,), extra=("-DQMV_BURST4=8", "-DQMV_MAXREG4=96")),
-    "int4 burst 8, 104 registers": dict(split=(16,), extra=("-DQMV_BURST4=8", "-DQMV_MAXREG4=104")),
-    # session 16: the warps of a scheduler out of step (QMV_SKEW: a sleep after the first burst, by phase)
-    "skew 600 ns, 2 phases": dict(split=(16,), extra=("-DQMV_SKEW=600", "-DQMV_SKEW_N=2")),
-    "skew 1200 ns, 4 phases": dict(split=(16,), extra=("-DQMV_SKEW=1200", "-DQMV_SKEW_N=4")),
-    "skew 1600 ns, 2 phases": dict(split=(16,), extra=("-DQMV_SKEW=1600", "-DQMV_SKEW_N=2")),
-    # session 16: one token's activations in shared memory, read just before use (QMV_XSMEM): ptxas no longer hoists a
-    # burst's activation loads (32 registers for int4), which frees registers for warps or loads in flight
-    "x in shared memory": dict(split=(16,), extra=("-DQMV_XSMEM=1",)),
-    "x in shared memory, int4 64 / int8 56 registers": dict(split=(16,), extra=("-DQMV_XSMEM=1", "-DQMV_MAXREG4=64",
-                                                                              "-DQMV_MAXREG8=56")),
-    "x in shared memory, int4 burst 8": dict(split=(16,), extra=("-DQMV_XSMEM=1", "-DQMV_BURST4=8")),
-    "x in shared memory, next burst in flight": dict(split=(16,), extra=("-DQMV_XSMEM=1", "-DQMV_PIPE=1")),
 }
 QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
 

@@ -125,23 +125,10 @@ def qmv_kernel_name(dtype: torch.dtype, scale_dtype: torch.dtype, bits: int, zer
     return f"qmv{width}_{_SUFFIX[dtype]}_s{_SUFFIX[scale_dtype]}_b{bits}_{'zp' if zero_point else 'sym'}"
 
 
-def qmv_burst(bits: int, extra: tuple[str, ...] = ()) -> int:
-    """Chunks a warp of the burst kernel loads at once, for ``bits`` in a build with the -D options ``extra``
-    (-DQMV_BURST sets both widths, -DQMV_BURST4 / -DQMV_BURST8 one)."""
-    opts = dict(o[2:].split("=", 1) for o in extra if o.startswith("-DQMV_BURST") and "=" in o)
-    return int(opts.get(f"QMV_BURST{bits}", opts.get("QMV_BURST", QMV_BURST)))
-
-
-def qmv_smem(k: int, extra: tuple[str, ...] = ()) -> int:
-    """Dynamic shared memory of a one-token burst-kernel block (qmv1 / qmv1s / qmv1g): the activations (K 16-bit
-    values) where the build copies them there (-DQMV_XSMEM=1, a bench variant), else none."""
-    return 2 * k if "-DQMV_XSMEM=1" in extra else 0
-
-
 def qmv_covers(w: QuantWeight, extra: tuple[str, ...] = ()) -> bool:
     """Whether the burst kernel (qmv1 / qmv8 / qmv16) serves a tiled weight (built with the -DQMV_ options ``extra``): groups
     of whole chunks (64 int4 / 32 int8 codes) times a power of two, K a whole number of bursts (QMV_BURST chunks)."""
-    burst = qmv_burst(w.bits, extra)
+    burst = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BURST=")), QMV_BURST)
     chunk = tile_chunk(w.bits)
     cpg = w.group_size // chunk
     return (w.bits in (4, 8) and w.group_size % chunk == 0 and cpg & (cpg - 1) == 0
@@ -253,14 +240,11 @@ def qmv_warps(kernel, tiles: int, k: int, bits: int, device: torch.device) -> in
     if key not in _qmv_plans:
         from ..kernels.launch import _driver, _ok
 
-        bursts = k // tile_chunk(bits) // qmv_burst(bits, BENCH_EXTRA)
-        smem = qmv_smem(k, BENCH_EXTRA) if kernel.name.startswith("qmv1") else 0
-        if smem > 48 * 1024:
-            kernel.set_max_dynamic_smem(smem)
+        bursts = k // tile_chunk(bits) // QMV_BURST
         sms = _sm_count(idx)
 
         def wave(w: int) -> int:  # blocks of w warps the GPU holds at once
-            return sms * int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, w * 32, smem),
+            return sms * int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, w * 32, 0),
                                  "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
 
         plan = base
@@ -380,10 +364,7 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
         return None
     x2, sp, zp, tiles, warps, mod, sfx = form
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
-    kernel, smem = mod["qmv1s" + sfx], qmv_smem(k, BENCH_EXTRA)
-    if smem > 48 * 1024:
-        kernel.set_max_dynamic_smem(smem)
-    kernel((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, smem=smem)
+    mod["qmv1s" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size)
     return y
 
 
@@ -413,11 +394,8 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)
     g = torch.empty(1, H, dtype=f32, device=x.device)
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
-    kernel, smem = mod["qmv1g" + sfx], qmv_smem(k, BENCH_EXTRA)
-    if smem > 48 * 1024:
-        kernel.set_max_dynamic_smem(smem)
-    kernel((tiles,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight, conv_state,
-           A_log, dt_bias, g, beta, conv_dim, z_dim, H, smem=smem)
+    mod["qmv1g" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight, conv_state,
+                       A_log, dt_bias, g, beta, conv_dim, z_dim, H)
     return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
 
@@ -485,10 +463,7 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
             if (n, k, w.bits) not in CONFIG_OVERRIDE:
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
-            smem = qmv_smem(k, extra) if t == 1 else 0
-            if smem > 48 * 1024:
-                kernel.set_max_dynamic_smem(smem)
-            kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args, smem=smem)
+            kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
             return y.view(*x.shape[:-1], n)
         width = 8 if t <= 8 else 16
         if (width in SPLIT_WIDTHS and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra

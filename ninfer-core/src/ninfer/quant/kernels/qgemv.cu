@@ -788,12 +788,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_BURST
 #define QMV_BURST 4
 #endif
-#ifndef QMV_BURST4  // by bits (QMV_BURST sets both)
-#define QMV_BURST4 QMV_BURST
-#endif
-#ifndef QMV_BURST8
-#define QMV_BURST8 QMV_BURST
-#endif
 // Registers a thread, by bits (-DQMV_MAXREG sets both): measured on the H200 (bench/RESULTS.md, 2026-12-03 session 6,
 // GEMV only, fraction of copy bandwidth at 1 / 8 tokens): int4 0.675 / 0.621 at 80 (24 warps an SM), 0.659 / 0.567 at
 // 72, 0.663 / 0.489 at 64 (a spill); int8 0.859 at 64 (32 warps), 0.802 at 80 (one token).
@@ -822,15 +816,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_ADDR  // 1: int4 one-token bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch)
 #define QMV_ADDR 1
 #endif
-#ifndef QMV_SKEW  // > 0: after its first burst a warp sleeps (phase / QMV_SKEW_N) QMV_SKEW ns, phase = (warp / 4 + block)
-#define QMV_SKEW 0  // mod QMV_SKEW_N: the warps of a scheduler out of step (a measurement)
-#endif
-#ifndef QMV_SKEW_N
-#define QMV_SKEW_N 2
-#endif
-#ifndef QMV_XSMEM  // 1: one token: the block copies x into shared memory (dynamic, K elements) after its wait and the
-#define QMV_XSMEM 0  // chunks read their activations there just before use (a measurement)
-#endif
 #ifndef QMV_DIAG  // benchmark diagnostics only, results wrong: 1 the loads alone (no dequantisation, no products);
 #define QMV_DIAG 0  // 2 every block reads tile blockIdx.x % 8's weights and scales (L2-resident): the products alone;
 #endif              // 3 each warp reads its first burst again for every burst, through L1: the products, no HBM
@@ -856,7 +841,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
                                     const Epi &epi = Epi{}) {
-    constexpr int B = BITS == 4 ? QMV_BURST4 : QMV_BURST8;
+    constexpr int B = QMV_BURST;
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
     constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
@@ -937,12 +922,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     int b = warp;
     if (b < nburst) fetch(wb, b);
     pdl_stream_enter();
-    extern __shared__ uint4 xs_dyn[];
-    if (QMV_XSMEM && ONE) {
-        const uint4 *xg = reinterpret_cast<const uint4 *>(x);
-        for (int i = threadIdx.x; i < K / 8; i += blockDim.x) xs_dyn[i] = xg[i];
-        __syncthreads();
-    }
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
@@ -955,10 +934,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 const char *pf = reinterpret_cast<const char *>(Wp + ((i64)tile * nchunk + (i64)(b + QMV_L2PF * warps) * B)
                                                                 * 32) + lane * 128;
                 asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
-            }
-            if (QMV_SKEW > 0 && b == warp + warps) {
-                const unsigned ph = ((unsigned)warp / 4 + blockIdx.x) % QMV_SKEW_N;
-                if (ph) __nanosleep(ph * QMV_SKEW / QMV_SKEW_N);
             }
             if (!QMV_PIPE && b != warp) fetch(QMV_DIAG == 3 ? Wt + (i64)warp * B * 32 : wb, QMV_DIAG == 3 ? warp : b);
             uint4 wc[B];
@@ -978,10 +953,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
                 for (int s = 0; s < SETS; s++)
 #pragma unroll
-                    for (int h = 0; h < HALVES; h++) {
-                        if (QMV_XSMEM && ONE) xv[s][h] = xs_dyn[c * (CHUNK / 8) + 4 * h + t];
-                        else qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
-                    }
+                    for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
                 const unsigned words[4] = {wc[u].x, wc[u].y, wc[u].z, wc[u].w};
                 float tmp[SETS][4];
 #pragma unroll
