@@ -304,4 +304,161 @@ __device__ __forceinline__ void gdn_recurrent_gated(
     }
 }
 
+// The same op on a cluster of NCL blocks a value head (sm_90+; gdn_recurrent_gated_cl4_*): block `rank` of head h
+// holds columns [rank DV / NCL, (rank + 1) DV / NCL) of the head's state, its GDN_HEAD_THREADS / NCL threads in the
+// one-block form's row groups (row group rg = its warp w there: rows rg + NW m, NW = 16) with 4 columns each, so a
+// head's state is read by NCL SMs instead of one (48 heads: 192 blocks of 128 threads, not 48 of 512). Every sum is
+// the one-block form's, in the same order: S^T k and S^T q per column over the row groups 0..NW-1; the L2 norms
+// and k.q of each token by a warp as there; the output norm's sum of o^2 by the one-block form's warp 0 lanes, whose
+// 4-column partials the blocks exchange through distributed shared memory (lane l's columns 4l..4l+3 sit in block
+// l / (32 / NCL)) before the same butterfly. So the outputs and states are bit for bit the one-block form's.
+template <typename T, int DK, int DV, int NCL>
+__device__ __forceinline__ void gdn_recurrent_gated_cluster(
+    const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, const float *__restrict__ g,
+    const T *__restrict__ beta, const float *state_in, const T *__restrict__ z, const T *__restrict__ norm_w,
+    T *__restrict__ out, float *state_out, float *__restrict__ states, int ntok, int H, int Hk, int q_stride,
+    int k_stride, int v_stride, int g_stride, int b_stride, int z_stride, float scale, float eps,
+    float norm_eps) {
+    constexpr int VEC = 4;
+    constexpr int THREADS = GDN_HEAD_THREADS / NCL;
+    constexpr int CB = DV / NCL;        // columns a block
+    constexpr int LPR = CB / VEC;       // threads a row group
+    constexpr int NW = GDN_HEAD_THREADS / 32;  // row groups (the one-block form's warps)
+    constexpr int R = DK / NW;
+    constexpr int TC = GDN_HEAD_TCHUNK;
+    constexpr int WARPS = THREADS / 32;
+    static_assert(THREADS / LPR == NW && 32 / LPR == NCL && DV == 32 * VEC && DK % NW == 0, "the one-block form's layout");
+
+    __shared__ float qs[TC][DK], ks[TC][DK], vs[TC][CB];
+    __shared__ float decay[TC], bs[TC], nq[TC], nk[TC], kq[TC];
+    __shared__ float red[NW][2][CB];
+    __shared__ float sums[2][CB];
+    __shared__ float ssp[2][LPR];  // row group 0's partial sums of o^2, by token parity (read by the cluster)
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int rank = blockIdx.x % NCL, h = blockIdx.x / NCL, hk = h / (H / Hk);
+    const int rg = tid / LPR, lc = (tid % LPR) * VEC, col = rank * CB + lc;
+
+    float s[R][VEC];
+#pragma unroll
+    for (int m = 0; m < R; m++) {
+        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (state_in != nullptr)
+            f = *reinterpret_cast<const float4 *>(state_in + ((i64)h * DK + rg + NW * m) * DV + col);
+        s[m][0] = f.x, s[m][1] = f.y, s[m][2] = f.z, s[m][3] = f.w;
+    }
+    float wn[VEC];
+#pragma unroll
+    for (int c = 0; c < VEC; c++) wn[c] = to_f(norm_w[col + c]);
+
+    for (int t0 = 0; t0 < ntok; t0 += TC) {
+        const int tc = min(TC, ntok - t0);
+        __syncthreads();
+        for (int e = tid; e < tc * DK; e += THREADS) {
+            const int t = e / DK, i = e % DK;
+            qs[t][i] = to_f(q[(i64)(t0 + t) * q_stride + (i64)hk * DK + i]);
+            ks[t][i] = to_f(k[(i64)(t0 + t) * k_stride + (i64)hk * DK + i]);
+        }
+        for (int e = tid; e < tc * CB; e += THREADS) {
+            const int t = e / CB, j = e % CB;
+            vs[t][j] = to_f(v[(i64)(t0 + t) * v_stride + (i64)h * DV + rank * CB + j]);
+        }
+        if (tid < tc) {
+            decay[tid] = expf(g[(i64)(t0 + tid) * g_stride + h]);
+            bs[tid] = to_f(beta[(i64)(t0 + tid) * b_stride + h]);
+        }
+        __syncthreads();
+        for (int t = warp; t < tc; t += WARPS) {  // as the one-block form: a warp per token
+            float sq = 0.f, sk = 0.f, dot = 0.f;
+            for (int i = lane; i < DK; i += 32) {
+                const float a = qs[t][i], b = ks[t][i];
+                sq = fmaf(a, a, sq), sk = fmaf(b, b, sk), dot = fmaf(a, b, dot);
+            }
+            sq = warp_sum(sq), sk = warp_sum(sk), dot = warp_sum(dot);
+            if (lane == 0) {
+                const float fq = rsqrtf(sq + eps) * scale, fk = rsqrtf(sk + eps);
+                nq[t] = fq, nk[t] = fk, kq[t] = dot * fq * fk;
+            }
+        }
+        __syncthreads();
+
+        for (int t = 0; t < tc; t++) {
+            const float a = decay[t], fq = nq[t], fk = nk[t];
+            float pk[VEC], pq[VEC], kr[R];
+#pragma unroll
+            for (int c = 0; c < VEC; c++) pk[c] = 0.f, pq[c] = 0.f;
+#pragma unroll
+            for (int m = 0; m < R; m++) {
+                kr[m] = ks[t][rg + NW * m] * fk;
+                const float qr = qs[t][rg + NW * m] * fq;
+#pragma unroll
+                for (int c = 0; c < VEC; c++) {
+                    s[m][c] *= a;
+                    pk[c] = fmaf(s[m][c], kr[m], pk[c]);
+                    pq[c] = fmaf(s[m][c], qr, pq[c]);
+                }
+            }
+            *reinterpret_cast<float4 *>(&red[rg][0][lc]) = make_float4(pk[0], pk[1], pk[2], pk[3]);
+            *reinterpret_cast<float4 *>(&red[rg][1][lc]) = make_float4(pq[0], pq[1], pq[2], pq[3]);
+            __syncthreads();
+            if (tid < 2 * CB) {
+                const int which = tid / CB, j = tid % CB;
+                float acc = 0.f;
+#pragma unroll
+                for (int w = 0; w < NW; w++) acc += red[w][which][j];
+                sums[which][j] = acc;
+            }
+            __syncthreads();
+            float delta[VEC], o[VEC];
+#pragma unroll
+            for (int c = 0; c < VEC; c++) {
+                delta[c] = bs[t] * (vs[t][lc + c] - sums[0][lc + c]);
+                o[c] = fmaf(delta[c], kq[t], sums[1][lc + c]);
+            }
+#pragma unroll
+            for (int m = 0; m < R; m++) {
+#pragma unroll
+                for (int c = 0; c < VEC; c++) s[m][c] = fmaf(kr[m], delta[c], s[m][c]);
+            }
+            const int par = (t0 + t) & 1;
+            if (rg == 0) {
+                float ss = 0.f;
+#pragma unroll
+                for (int c = 0; c < VEC; c++) {
+                    o[c] = to_f(from_f<T>(o[c]));
+                    ss = fmaf(o[c], o[c], ss);
+                }
+                ssp[par][tid] = ss;
+            }
+            cluster_sync();  // every block's partials written (a slot is written again two tokens on, after the next)
+            if (warp == 0) {
+                const float ss = warp_sum(ld_cluster(&ssp[par][lane % LPR], lane / LPR));
+                if (rg == 0) {
+                    const float r = rsqrtf(ss / (float)DV + norm_eps);
+                    const T *zr = z + (i64)(t0 + t) * z_stride + (i64)h * DV + col;
+                    T *orow = out + ((i64)(t0 + t) * H + h) * DV + col;
+#pragma unroll
+                    for (int c = 0; c < VEC; c++) {
+                        const float zz = to_f(zr[c]);
+                        orow[c] = from_f<T>(o[c] * r * wn[c] * (zz / (1.f + expf(-zz))));
+                    }
+                }
+            }
+            if (states != nullptr) {
+#pragma unroll
+                for (int m = 0; m < R; m++)
+                    *reinterpret_cast<float4 *>(states + (((i64)(t0 + t) * H + h) * DK + rg + NW * m) * DV + col) =
+                        make_float4(s[m][0], s[m][1], s[m][2], s[m][3]);
+            }
+        }
+    }
+    if (state_out != nullptr) {
+#pragma unroll
+        for (int m = 0; m < R; m++)
+            *reinterpret_cast<float4 *>(state_out + ((i64)h * DK + rg + NW * m) * DV + col) =
+                make_float4(s[m][0], s[m][1], s[m][2], s[m][3]);
+    }
+    cluster_sync();  // no block leaves while another may still read its partials
+}
+
 }  // namespace ninfer
