@@ -2,7 +2,8 @@
 
 ``causal_conv1d_update``, ``causal_conv1d_prefill``, ``gdn_recurrent``, ``gdn_recurrent_states``, ``gdn_chunked``
 and ``gdn_recurrent_gated`` (the recurrence and the layer's gated output norm in one launch, a block per value
-head, for decode and verify alike, so both sum in the same order) meet the reference ops of
+head, or on sm_90+ a cluster of 4 blocks per head with the same sums, for decode and verify alike, so both sum in the
+same order) meet the reference ops of
 ``ninfer.reference.gdn`` exactly: same arguments, same results, fresh outputs, inputs never modified
 (a verify forward reads the conv window and state it passed in after the op, in
 ``kv.recurrent.RecurrentState.commit_verify``). The kernels themselves allow the new state to alias
