@@ -121,9 +121,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "without the GDN recurrence": dict(split=(16,), remove=("gdn_recurrent_gated",)),
     "without norms, attention, GDN recurrence": dict(split=(16,), remove=("add_rms_norm", "paged_attention",
                                                                           "gdn_recurrent_gated")),
-    # session 16: the Gated DeltaNet recurrence + output norm on a cluster of 4 blocks a head is the sm_90 default;
-    # this is one block a head (environment variables set for the variant's run)
-    "GDN recurrence one block a head (before the cluster form)": dict(split=(16,), env={"NINFER_GDN_CLUSTER": "0"}),
 }
 
 
@@ -350,9 +347,6 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
                 continue
             gpu.CONFIG_OVERRIDE.update(tuned)
         variant(label)
-        env = VARIANTS.get(label, {}).get("env", {})
-        saved_env = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
         impls = runner.model.ops.impls
         kept = {op: impls[op] for op in VARIANTS.get(label, {}).get("remove", ())}
         for op in kept:
@@ -360,11 +354,6 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
         runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
         tok_s = decode_speed(runner)
         impls.update(kept)
-        for k, val in saved_env.items():
-            if val is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = val
         gpu.CONFIG_OVERRIDE.clear()
         variant("")
         nbytes = sum(read_bytes(w) for w in quant) + dense + other

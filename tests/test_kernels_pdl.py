@@ -188,22 +188,3 @@ def test_the_cluster_attention_switch(monkeypatch):
 
     names = set(ninfer_sm90.LIBRARY.kernel_names())
     assert {f"attention_{f}_bf16_d128" for f in ATTN_CLUSTER_FORMS} <= names
-
-
-def test_the_gdn_cluster_switch(monkeypatch):
-    """gdn_recurrent_gated runs on a cluster of 4 blocks a head where the module is built for sm_90+ (a PDL-aware
-    library's), unless NINFER_GDN_CLUSTER is 0 / off; its entry points are in every backend's library."""
-    from types import SimpleNamespace
-
-    from ninfer.kernels.gdn import GATED_CLUSTER, gated_cluster
-
-    monkeypatch.delenv("NINFER_GDN_CLUSTER", raising=False)
-    assert gated_cluster(SimpleNamespace(arch="sm_90")) and gated_cluster(SimpleNamespace(arch="sm_120"))
-    assert not gated_cluster(SimpleNamespace(arch=None)) and not gated_cluster(SimpleNamespace(arch="sm_89"))
-    assert not gated_cluster(object())  # a module without an arch (a stand-in)
-    for off in ("0", "off"):
-        monkeypatch.setenv("NINFER_GDN_CLUSTER", off)
-        assert not gated_cluster(SimpleNamespace(arch="sm_90"))
-    import ninfer_sm90
-
-    assert f"gdn_recurrent_gated_cl{GATED_CLUSTER}_bf16_d128" in set(ninfer_sm90.LIBRARY.kernel_names())

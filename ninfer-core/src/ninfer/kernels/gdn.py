@@ -2,8 +2,7 @@
 
 ``causal_conv1d_update``, ``causal_conv1d_prefill``, ``gdn_recurrent``, ``gdn_recurrent_states``, ``gdn_chunked``
 and ``gdn_recurrent_gated`` (the recurrence and the layer's gated output norm in one launch, a block per value
-head, or on sm_90+ a cluster of 4 blocks per head with the same sums, for decode and verify alike, so both sum in the
-same order) meet the reference ops of
+head, for decode and verify alike, so both sum in the same order) meet the reference ops of
 ``ninfer.reference.gdn`` exactly: same arguments, same results, fresh outputs, inputs never modified
 (a verify forward reads the conv window and state it passed in after the op, in
 ``kv.recurrent.RecurrentState.commit_verify``). The kernels themselves allow the new state to alias
@@ -31,22 +30,11 @@ from ..reference import gdn as ref
 from ..reference import ops as ref_ops
 from ..reference.gdn import L2_EPS
 from .library import DTYPE_SUFFIX, GDN_CHUNK_BVS, KernelLibrary
-from .nvrtc import parse_arch
 
 CONV_K = 4  # conv width the kernels are built for (Qwen3.5: linear_conv_kernel_dim)
 HEAD_DIM = 128  # Dk = Dv the gated delta rule kernel is built for
 GDN_THREADS = 128  # ninfer::GDN_THREADS
 GATED_THREADS = 512  # ninfer::GDN_HEAD_THREADS: gdn_recurrent_gated's block, one per value head
-GATED_CLUSTER = 4  # blocks a head of gdn_recurrent_gated_cl4_* (sm_90+; gdn_recurrent.cuh: gdn_recurrent_gated_cluster)
-
-
-def gated_cluster(mod) -> bool:
-    """Whether gdn_recurrent_gated runs on a cluster of GATED_CLUSTER blocks a value head (sm_90+, the default;
-    NINFER_GDN_CLUSTER=0 keeps one block a head). Both give the same bits; read at each launch."""
-    arch = getattr(mod, "arch", None)  # set on modules built for PDL-aware (sm_90+) libraries
-    return os.environ.get("NINFER_GDN_CLUSTER", "1").strip() not in ("0", "off") and bool(arch) and parse_arch(arch) >= 90
-
-
 CONV_THREADS = 128  # channels per block of the conv kernel (its __launch_bounds__)
 CONV_PREFILL_TOKENS = 64  # ninfer::CONV_PREFILL_TOKENS
 CHUNK = 64  # ninfer::GDN_CHUNK
@@ -207,14 +195,10 @@ def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
             states = torch.empty(T, H, Dk, Dv, dtype=torch.float32, device=v.device)  # [T, H, Dk, Dv]
         elif final is None:
             final = torch.empty(H, Dk, Dv, dtype=torch.float32, device=v.device)  # [H, Dk, Dv]
-        mod = lib.module(v.device)
-        args = (q, k, v, g, beta, initial_state, z, norm_weight, o, final, states, T, H, Hk, q.stride(0), k.stride(0),
-                v.stride(0), g.stride(0), beta.stride(0), z.stride(0), float(Dk ** -0.5), float(L2_EPS), float(eps))
-        if gated_cluster(mod):  # a cluster of 4 blocks a head, the same bits
-            mod[f"gdn_recurrent_gated_cl{GATED_CLUSTER}_{suffix(v)}_d{HEAD_DIM}"](
-                (H * GATED_CLUSTER,), (GATED_THREADS // GATED_CLUSTER,), *args, cluster=(GATED_CLUSTER, 1, 1))
-        else:
-            mod[f"gdn_recurrent_gated_{suffix(v)}_d{HEAD_DIM}"]((H,), (GATED_THREADS,), *args)
+        lib.module(v.device)[f"gdn_recurrent_gated_{suffix(v)}_d{HEAD_DIM}"](
+            (H,), (GATED_THREADS,), q, k, v, g, beta, initial_state, z, norm_weight, o, final, states, T, H, Hk,
+            q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), z.stride(0),
+            float(Dk ** -0.5), float(L2_EPS), float(eps))
         return o, (states if keep_all else final)
 
     def _chunked(q, k, v, g, beta, initial_state):

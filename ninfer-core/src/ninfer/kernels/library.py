@@ -31,7 +31,7 @@ KVQ_KERNELS = tuple([f"kvq_write_{{s}}_d{d}" for d in ATTN_HEAD_DIMS]  # kv_quan
 FUSED_KERNELS = ("add_rms_norm", "add_rms_norm_zc", "rope_write_kv", "gemv_silu_t1", "gemv_silu2_t1")  # fused.cuh, per dtype
 GDN_CHUNK_BVS = (16, 32)  # value columns per block of the chunked prefill's state pass
 GDN_KERNELS = ("causal_conv1d_update_{s}_k4", "gdn_recurrent_{s}_d128",  # gdn_kernels.cuh, per dtype and f32
-               "gdn_recurrent_gated_{s}_d128", "gdn_recurrent_gated_cl4_{s}_d128",
+               "gdn_recurrent_gated_{s}_d128",
                "causal_conv1d_prefill_{s}_k4", "gdn_chunk_prep_{s}_d128",
                *(f"gdn_chunk_state_{{s}}_d128_v{bv}" for bv in GDN_CHUNK_BVS))
 

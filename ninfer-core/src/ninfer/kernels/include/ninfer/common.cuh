@@ -112,25 +112,6 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-// Thread block clusters (sm_90+): a barrier over the cluster's blocks, and a float of another block's shared memory.
-__device__ __forceinline__ void cluster_sync() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ float ld_cluster(const float *p, int rank) {
-#if __CUDA_ARCH__ >= 900
-    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
-    return v;
-#else
-    return *p;  // never launched below sm_90 (the launchers check the arch)
-#endif
-}
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -56,18 +56,6 @@
                                                  states, ntok, H, Hk, q_stride, k_stride, v_stride,     \
                                                  g_stride, b_stride, z_stride, scale, eps, norm_eps);   \
     }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(ninfer::GDN_HEAD_THREADS / 4) gdn_recurrent_gated_cl4_##S##_d128( \
-        const T *q, const T *k, const T *v, const float *g, const T *beta, const float *state_in, const T *z, \
-        const T *norm_w, T *out, float *state_out, float *states, int ntok, int H, int Hk, int q_stride,  \
-        int k_stride, int v_stride, int g_stride, int b_stride, int z_stride, float scale, float eps,     \
-        float norm_eps) {                                                                               \
-        if (NINFER_GDN_STATE_L2 && state_in != nullptr) /* the block's 32 columns of each row: a line a thread */ \
-            ninfer::prefetch_l2(state_in + (((long long)(blockIdx.x / 4) * 128 + threadIdx.x) * 128 + blockIdx.x % 4 * 32)); \
-        ninfer::pdl_enter();                                                                            \
-        ninfer::gdn_recurrent_gated_cluster<T, 128, 128, 4>(q, k, v, g, beta, state_in, z, norm_w, out, state_out, \
-                                                            states, ntok, H, Hk, q_stride, k_stride, v_stride, \
-                                                            g_stride, b_stride, z_stride, scale, eps, norm_eps); \
-    }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(128) causal_conv1d_prefill_##S##_k4(                   \
         const T *x, const T *w, const T *bias, const float *state_in, T *y, float *state_out, int ntok, \
         int C, int x_stride) {                                                                          \
