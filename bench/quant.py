@@ -116,27 +116,11 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "diag: products only (weights from L1)": dict(split=(16,), extra=("-DQMV_DIAG=3",)),
     # session 16, e2e only: the default kernels with some of the decode step's other ops replaced by ones that launch
     # nothing (outputs wrong; as bench/whatif.py does for bf16 models): what they cost a quantised step at most
-    "without the norms": dict(split=(16,), remove=("add_rms_norm",)),
-    "without attention": dict(split=(16,), remove=("paged_attention",)),
-    "without the GDN recurrence": dict(split=(16,), remove=("gdn_recurrent_gated",)),
-    "without norms, attention, GDN recurrence": dict(split=(16,), remove=("add_rms_norm", "paged_attention",
-                                                                          "gdn_recurrent_gated")),
+    "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
+    "without attention": dict(split=(16,), remove=("attn",)),
+    "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
+    "without norms, attention, GDN recurrence": dict(split=(16,), remove=("norm", "attn", "gdn")),
 }
-
-
-def _no_norm(x, residual, weight, eps, zero_centered=False):
-    return x, residual
-
-
-def _no_attn(q, k_cache, v_cache, block_table, positions, scale):
-    return q
-
-
-def _no_gdn(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False):
-    return v, out_state if out_state is not None else initial_state
-
-
-REMOVED = {"add_rms_norm": _no_norm, "paged_attention": _no_attn, "gdn_recurrent_gated": _no_gdn}
 QMMA_VARIANTS = ("qmma per tile (previous default)", "default (per tile 1..8 tokens, split 9..16)")
 
 
@@ -322,6 +306,7 @@ def decode_speed(runner, ctx=512, new=128) -> float:
 
 def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
     import decode as dec
+    from whatif import REMOVED  # ops that launch nothing, by variant part
 
     from ninfer.engine.cuda_graph import CudaGraphs
     from ninfer.quant import gpu
@@ -348,9 +333,10 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
             gpu.CONFIG_OVERRIDE.update(tuned)
         variant(label)
         impls = runner.model.ops.impls
-        kept = {op: impls[op] for op in VARIANTS.get(label, {}).get("remove", ())}
-        for op in kept:
-            impls[op] = dataclasses.replace(impls[op], fn=REMOVED[op])
+        removed = [REMOVED[part] for part in VARIANTS.get(label, {}).get("remove", ())]
+        kept = {op: impls[op] for op, _ in removed}
+        for op, fn in removed:
+            impls[op] = dataclasses.replace(impls[op], fn=fn)
         runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
         tok_s = decode_speed(runner)
         impls.update(kept)

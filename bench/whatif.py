@@ -9,7 +9,8 @@ graph replayed back to back), beside the unchanged model on the same weights in 
 Variants (``+`` combines them): ``base`` nothing removed; ``norm`` every residual add + RMSNorm of the layers
 (``add_rms_norm``: the output is the input, the residual unchanged); ``rope`` the q/k RoPE and KV write
 (``rope_write_kv``: q as it left the projection); ``attn`` the decode attention (split and combine kernels: the
-output is q). Not removals, outputs correct: ``late`` the decode attention compiled with
+output is q); ``gdn`` the Gated DeltaNet recurrence and output norm (``gdn_recurrent_gated``: the output is v, the
+state unchanged). Not removals, outputs correct: ``late`` the decode attention compiled with
 -DNINFER_PDL_EARLY_LOADS=0 (every read after its wait; the sm90 backend's default reads older keys before it),
 precompiled with bench/precompile_variants.sh; ``gdnlate`` the Gated DeltaNet recurrence compiled with
 -DNINFER_GDN_STATE_L2=0 (no L2 prefetch of its state before the wait; likewise precompiled); ``cluster16w4``,
@@ -47,8 +48,12 @@ def _no_attn(q, k_cache, v_cache, block_table, positions, scale):
     return q
 
 
+def _no_gdn(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False):
+    return v, out_state if out_state is not None else initial_state
+
+
 REMOVED = {"norm": ("add_rms_norm", _no_norm), "rope": ("rope_write_kv", _no_rope),
-           "attn": ("paged_attention", _no_attn)}
+           "attn": ("paged_attention", _no_attn), "gdn": ("gdn_recurrent_gated", _no_gdn)}
 
 
 def main():
