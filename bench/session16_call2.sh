@@ -1,4 +1,4 @@
-# Session 16, call 2: the burst GEMV's products alone on L1-resident weights (QMV_DIAG=3), and bursts of 8 chunks by
+# Session 16, call 2 (ran at 686cd69; its "burst 8" variants were removed after it): the burst GEMV's products alone on L1-resident weights (QMV_DIAG=3), and bursts of 8 chunks by
 # width at register caps that hold them. GEMV only, 8 layers of each shape, bf16 activations. Kernels: .kc_s16b.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s16b/* $NINFER_KERNEL_CACHE/

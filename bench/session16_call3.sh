@@ -1,4 +1,4 @@
-# Session 16, call 3: the burst GEMV with the warps of a scheduler out of step (QMV_SKEW: a sleep after the first
+# Session 16, call 3 (ran at 686cd69; the skew variants were removed after it): the burst GEMV with the warps of a scheduler out of step (QMV_SKEW: a sleep after the first
 # burst by phase), against the default, A, B, ..., A. GEMV only, 8 layers of each shape. Kernels: .kc_s16c.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s16c/* $NINFER_KERNEL_CACHE/

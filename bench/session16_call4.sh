@@ -1,4 +1,4 @@
-# Session 16, call 4: one token's activations in shared memory (QMV_XSMEM=1), alone and with the registers it frees
+# Session 16, call 4 (ran at 686cd69; the shared-memory variants were removed after it): one token's activations in shared memory (QMV_XSMEM=1), alone and with the registers it frees
 # spent on warps (int4 64 / int8 56), a burst of 8 (int4) or the next burst in flight. GEMV only (8 layers of each
 # shape), then end to end (random-weight models, int8 lm_head, pipelined decode). Kernels: .kc_s16d.
 source bench/device_env.sh

@@ -1,5 +1,6 @@
-# Session 16, call 6 (ran at commit 9b7592b, whose cluster form and bench variant were removed after it): the Gated DeltaNet recurrence + output norm on a cluster of 4 blocks a value head (sm_90 default
-# now; NINFER_GDN_CLUSTER=0 is one block a head, as before). The GPU conformance suite (every backend), then the
+# Session 16, call 6 (ran at 9b7592b; its cluster form and bench variant were removed after it): the Gated DeltaNet
+# recurrence + output norm on a cluster of 4 blocks a value head (the sm_90 default there; NINFER_GDN_CLUSTER=0 one
+# block a head, as before). The GPU conformance suite (every backend), then the
 # 27B W4A16 model end to end (A, B, A in one process) and the bf16 Qwen3.5-27B shape (bench/decode.py, A, B, A, B in
 # separate processes). Kernels: .kc_s16f (every backend for sm_90, the sm90 GEMV_PRE variants).
 source bench/device_env.sh

@@ -873,13 +873,14 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     // burst against 275, 27B W4A16 decode +2.5 % (H200, bench/RESULTS.md session 12). Otherwise (QMV_ADDR=0, int8 and
     // the 8- and 16-token forms, which it made slower: int8 one token -1 %, int4 at 8 tokens 0.620 against 0.659 of
     // copy bandwidth) every chunk's weight, scale and zero-point addresses are computed from b and u.
+    auto load_w = [](uint4 &v, const uint4 *p) {  // QMV_DIAG 3: through L1, where the warp's first burst stays
+        if (QMV_DIAG == 3) qm_load_x(v, p, true);
+        else qm_load_w(v, p, true);
+    };
     auto fetch = [&](const uint4 *wb, int b) {
         if (QMV_ADDR && ONE && BITS == 4) {
 #pragma unroll
-            for (int u = 0; u < B; u++) {
-                if (QMV_DIAG == 3) qm_load_x(wv[u], wb + u * 32, true);
-                else qm_load_w(wv[u], wb + u * 32, true);
-            }
+            for (int u = 0; u < B; u++) load_w(wv[u], wb + u * 32);
             const int g0 = (b * B) >> lg;
             const unsigned *sb = St + g0 * 8;
             const unsigned short *zb = ZP ? Zt + g0 * 8 : nullptr;
@@ -907,8 +908,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         } else {
 #pragma unroll
             for (int u = 0; u < B; u++) {
-                if (QMV_DIAG == 3) qm_load_x(wv[u], Wt + (i64)(warp * B + u) * 32, true);
-                else qm_load_w(wv[u], Wt + (i64)(b * B + u) * 32, true);
+                load_w(wv[u], Wt + (i64)(b * B + u) * 32);
                 const int gi = (b * B + u) >> lg;
                 sv[u] = __ldg(St + gi * 8);
                 zv[u] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
@@ -935,7 +935,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                                                                 * 32) + lane * 128;
                 asm volatile("prefetch.global.L2 [%0];" :: "l"(pf));
             }
-            if (!QMV_PIPE && b != warp) fetch(QMV_DIAG == 3 ? Wt + (i64)warp * B * 32 : wb, QMV_DIAG == 3 ? warp : b);
+            if (!QMV_PIPE && b != warp) {
+                if (QMV_DIAG == 3) fetch(Wt + (i64)warp * B * 32, warp);  // the first burst again
+                else fetch(wb, b);
+            }
             uint4 wc[B];
             unsigned sc[B], zc[B];
 #pragma unroll
