@@ -114,6 +114,19 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "diag: loads only, burst 8": dict(split=(16,), extra=("-DQMV_DIAG=1", "-DQMV_BURST=8")),
     "diag: products only (weights from L2)": dict(split=(16,), extra=("-DQMV_DIAG=2",)),
     "diag: products only (weights from L1)": dict(split=(16,), extra=("-DQMV_DIAG=3",)),
+    # session 17: one token's activations in B column 0 only, the other 7 columns zero (same sums; tensor-core power)
+    "one token, B columns 1-7 zero": dict(split=(16,), extra=("-DQMV_ZB=1",)),
+    # session 17: the next burst in flight (QMV_PIPE) with the burst's activations loaded before it (QMV_XFIRST), so
+    # that loads returning in order do not hold the activations behind the next burst's weights
+    "next burst in flight, activations after it (PIPE)": dict(split=(16,), extra=("-DQMV_PIPE=1",)),
+    "PIPE + XFIRST, 96 / 80 registers": dict(split=(16,), extra=("-DQMV_PIPE=1", "-DQMV_XFIRST=1", "-DQMV_MAXREG4=96",
+                                                                  "-DQMV_MAXREG8=80")),
+    "PIPE + XFIRST, 128 / 96 registers": dict(split=(16,), extra=("-DQMV_PIPE=1", "-DQMV_XFIRST=1",
+                                                                   "-DQMV_MAXREG4=128", "-DQMV_MAXREG8=96")),
+    "PIPE + XFIRST, bursts of 2, 72 / 64 registers": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1",
+                                                                               "-DQMV_XFIRST=1", "-DQMV_MAXREG4=72")),
+    "PIPE + XFIRST, bursts of 2, 64 / 64 registers": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1",
+                                                                               "-DQMV_XFIRST=1", "-DQMV_MAXREG4=64")),
     # session 16, e2e only: the default kernels with some of the decode step's other ops replaced by ones that launch
     # nothing (outputs wrong; as bench/whatif.py does for bf16 models): what they cost a quantised step at most
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
@@ -171,7 +184,38 @@ def read_bytes(w) -> int:
     return w.qweight.numel() + w.scales.numel() * 8  # float32 scale and offset
 
 
-def time_graph(fn, iters=20) -> float:
+POWER_S = 0.0  # --power: seconds of graph replays a GEMV row also runs while nvidia-smi samples clock and power
+
+
+def power_sample(g, seconds: float) -> str:
+    """Replay graph g for `seconds` while nvidia-smi samples every 50 ms: 'SM MHz median, W median, event reasons'."""
+    import subprocess
+
+    q = "clocks.sm,power.draw,clocks_event_reasons.active"
+    try:
+        p = subprocess.Popen(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader,nounits", "-lms", "50"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError as e:
+        return f"no nvidia-smi ({e})"
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(10):
+            g.replay()
+        torch.cuda.synchronize()
+    p.terminate()
+    out = p.communicate()[0]
+    rows = [r.split(", ") for r in out.strip().splitlines()]
+    rows = rows[len(rows) // 4:]  # past the ramp
+    try:
+        mhz = sorted(float(r[0]) for r in rows)
+        watts = sorted(float(r[1]) for r in rows)
+    except (ValueError, IndexError):
+        return f"unparsed nvidia-smi output {out[:80]!r}"
+    reasons = sorted({r[2] for r in rows if len(r) > 2})
+    return f"{mhz[len(mhz) // 2]:.0f} MHz, {watts[len(watts) // 2]:.0f} W, reasons {'/'.join(reasons)} ({len(rows)})"
+
+
+def time_graph(fn, iters=20, tag="") -> float:
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -186,7 +230,10 @@ def time_graph(fn, iters=20) -> float:
     for _ in range(iters):
         g.replay()
     torch.cuda.synchronize()
-    return (time.perf_counter() - t) / iters
+    sec = (time.perf_counter() - t) / iters
+    if POWER_S > 0:
+        print(f"  power, {tag} ({sec * 1e3:.3f} ms a replay): {power_sample(g, POWER_S)}", flush=True)
+    return sec
 
 
 def gemv_part(name, bits, dims, layers, bw, widths):
@@ -206,14 +253,16 @@ def gemv_part(name, bits, dims, layers, bw, widths):
     for label in QMMA_VARIANTS:
         variant(label)
         for t in widths:
-            sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws])
+            sec = time_graph(lambda t=t: [gpu.quant_linear(xs[t][w.in_features], w) for w in ws],
+                             tag=f"{name} {label} {t}")
             rows.append((label, t, sec, sum(read_bytes(w) for w in ws)))
     variant("")
     ws.clear()
     torch.cuda.empty_cache()
     dense = [torch.randn(n, k, device="cuda", dtype=ACT_DTYPE) * 0.02 for n, k in shapes]
     for t in widths:
-        sec = time_graph(lambda t=t: [torch.nn.functional.linear(xs[t][d.shape[1]], d) for d in dense])
+        sec = time_graph(lambda t=t: [torch.nn.functional.linear(xs[t][d.shape[1]], d) for d in dense],
+                         tag=f"{name} cuBLAS {t}")
         rows.append((f"{str(ACT_DTYPE)[6:]} cuBLAS (peer)", t, sec, sum(d.numel() * 2 for d in dense)))
     dense.clear()
     torch.cuda.empty_cache()
@@ -455,8 +504,11 @@ def main():
                     "as LLM(quantize_lm_head=...) serves it; several, comma-separated, run one after another")
     ap.add_argument("--act-dtype", default="bf16", choices=("bf16", "fp16"),
                     help="gemv and e2e: the activations' (the model's) dtype")
+    ap.add_argument("--power", type=float, default=0.0, help="gemv: also replay each row's graph this many seconds "
+                    "while nvidia-smi samples the SM clock, the power and the clock event reasons")
     a = ap.parse_args()
-    global QMMA_VARIANTS, QGEMV, ACT_DTYPE
+    global QMMA_VARIANTS, QGEMV, ACT_DTYPE, POWER_S
+    POWER_S = a.power
     ACT_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}[a.act_dtype]
     if a.variants:
         QMMA_VARIANTS = tuple(v.strip() for v in a.variants.split(";"))

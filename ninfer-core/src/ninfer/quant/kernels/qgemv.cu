@@ -816,6 +816,12 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_ADDR  // 1: int4 one-token bursts addressed from a stepped pointer, groups loaded once a burst (qmv: fetch)
 #define QMV_ADDR 1
 #endif
+#ifndef QMV_XFIRST  // 1 (bench, with QMV_PIPE): a burst's activations are loaded before the next burst's weights, so
+#define QMV_XFIRST 0  // that loads returning in order do not hold them behind those (a measurement)
+#endif
+#ifndef QMV_ZB  // 1 (bench): one token multiplies its activations into B column 0 only, the other 7 columns zero
+#define QMV_ZB 0  // (lanes g != 0 mask theirs): the same sums, less tensor-core switching (a power/clock experiment)
+#endif
 #ifndef QMV_DIAG  // benchmark diagnostics only, results wrong: 1 the loads alone (no dequantisation, no products);
 #define QMV_DIAG 0  // 2 every block reads tile blockIdx.x % 8's weights and scales (L2-resident): the products alone;
 #endif              // 3 each warp reads its first burst again for every burst, through L1: the products, no HBM
@@ -854,6 +860,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     const int half = SILU ? threadIdx.x / 32 / warps : 0;  // SILU: 0 the gate tile, 1 the up tile
     const int warp = threadIdx.x / 32 - half * warps;   // the warp within its tile
     const int g = lane >> 2, t = lane & 3;
+    const unsigned zmask = g == 0 ? ~0u : 0u;  // QMV_ZB
     const int tile = blockIdx.x + half * (SILU ? gridDim.x : 0);
     const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
     const int lg = __ffs(G) - (BITS == 4 ? 7 : 6);  // log2(G / CHUNK)
@@ -943,6 +950,16 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             unsigned sc[B], zc[B];
 #pragma unroll
             for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
+            uint4 xa[QMV_XFIRST ? B : 1][SETS][HALVES];  // QMV_XFIRST: the burst's activations, loaded first
+            if (QMV_XFIRST && QMV_DIAG != 1) {
+#pragma unroll
+                for (int u = 0; u < (QMV_XFIRST ? B : 1); u++)
+#pragma unroll
+                    for (int s = 0; s < SETS; s++)
+#pragma unroll
+                        for (int h = 0; h < HALVES; h++)
+                            qm_load_x(xa[u][s][h], xt[s] + (b * B + u) * (CHUNK / 8) + 4 * h, true);
+            }
             if (QMV_PIPE && b + warps < nburst) fetch(wb + wstep, b + warps);  // the next burst in flight meanwhile
 #pragma unroll
             for (int u = 0; u < B; u++) {
@@ -956,7 +973,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
                 for (int s = 0; s < SETS; s++)
 #pragma unroll
-                    for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
+                    for (int h = 0; h < HALVES; h++) {
+                        if (QMV_XFIRST) xv[s][h] = xa[QMV_XFIRST ? u : 0][s][h];
+                        else qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
+                    }
                 const unsigned words[4] = {wc[u].x, wc[u].y, wc[u].z, wc[u].w};
                 float tmp[SETS][4];
 #pragma unroll
@@ -974,7 +994,8 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                             const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
                             const unsigned b0 = CVT ? bf16x2_to_f16x2(xw[2 * s2]) : xw[2 * s2];
                             const unsigned b1 = CVT ? bf16x2_to_f16x2(xw[2 * s2 + 1]) : xw[2 * s2 + 1];
-                            qm_mma(tmp[s], a, b0, b1, (const MT *)nullptr);
+                            if (QMV_ZB && ONE) qm_mma(tmp[s], a, b0 & zmask, b1 & zmask, (const MT *)nullptr);
+                            else qm_mma(tmp[s], a, b0, b1, (const MT *)nullptr);
                         }
                     }
                 }
