@@ -127,6 +127,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
                                                                                "-DQMV_XFIRST=1", "-DQMV_MAXREG4=72")),
     "PIPE + XFIRST, bursts of 2, 64 / 64 registers": dict(split=(16,), extra=("-DQMV_BURST=2", "-DQMV_PIPE=1",
                                                                                "-DQMV_XFIRST=1", "-DQMV_MAXREG4=64")),
+    # session 17: the one-token int4 forms as persistent blocks, the activations in shared memory (qgemv.cu: qmvp)
+    "persistent blocks (QMV_PERSIST)": dict(split=(16,), extra=("-DQMV_PERSIST=1",)),
+    "persistent blocks, 96 registers": dict(split=(16,), extra=("-DQMV_PERSIST=1", "-DQMV_MAXREG4=96")),
     # session 16, e2e only: the default kernels with some of the decode step's other ops replaced by ones that launch
     # nothing (outputs wrong; as bench/whatif.py does for bf16 models): what they cost a quantised step at most
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names

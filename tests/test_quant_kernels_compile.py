@@ -24,9 +24,11 @@ def test_qgemv_compiles(arch):
 
 
 @pytest.mark.parametrize("arch,extra", [("sm_86", ("-DQM_RAW",)), ("sm_90", ("-DQM_SMEM_RING",)),
-                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6")), ("sm_89", ("-DQSK_U8=2",))])
+                                        ("sm_90", ("-DQM_BENCH_ONLY", "-DQM_U=6")), ("sm_89", ("-DQSK_U8=2",)),
+                                        ("sm_86", ("-DQMV_PERSIST=1",))])
 def test_qmma_bench_variants_compile(arch, extra):
-    """bench/quant.py's variants: offsets off by a second mma; the ring in shared memory; more loads in flight."""
+    """bench/quant.py's variants: offsets off by a second mma; the ring in shared memory; more loads in flight; the
+    one-token int4 burst kernel as persistent blocks."""
     cubin = gpu.compile_for(arch, use_cache=False, extra=extra)
     names = gpu.kernel_names(arch) if "-DQM_BENCH_ONLY" not in extra else [
         gpu.mma_kernel_name(torch.bfloat16, torch.float16, b, False, t) for b in (4, 8) for t in gpu.MMA_WIDTHS]

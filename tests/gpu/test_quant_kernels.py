@@ -660,3 +660,81 @@ def test_quantize_lm_head_on_gpu(fmt):
     y = gpu.quant_linear(x, w)
     ref = x.float() @ dequantize(w).t()
     assert ((y.float() - ref).norm() / ref.norm()) < 1e-2
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("group,sym", [(128, True), (64, False), (256, True), (256, False)])
+@pytest.mark.parametrize("n,k,warps", [(1000, 1536, None), (34816, 5120, None), (5120, 17408, None), (16480, 5120, 3),
+                                       (4096, 4096, 16), (200, 3840, 8)])
+def test_persistent_burst_kernel_is_bit_for_bit_the_default(dtype, scale_dtype, group, sym, n, k, warps):
+    """bench/quant.py's -DQMV_PERSIST=1 build (the one-token int4 burst kernel as persistent blocks, the activations
+    in shared memory, the next burst in flight): the plain, SwiGLU (qmv1s) and Gated DeltaNet (qmv1g) one-token
+    launches give the default build's bits, with grids of fewer blocks than tiles (several tiles a block), rows not a
+    multiple of 16, and against float32. Outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    if n * k > 1 << 25 and (dtype, scale_dtype) != (torch.bfloat16, torch.float16):
+        pytest.skip("the 27B shapes in the benchmark's types only (time)")
+    q = gpu.prepare(_tiled_case(n, k, 4, group, sym, scale_dtype, n + k + group))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    persist = ("-DQMV_PERSIST=1",)
+    kernel = gpu._module(x.device, persist)[gpu.qmv_kernel_name(dtype, scale_dtype, 4, not sym)]
+    tiles = -(-n // 16)
+    w = warps or gpu.qmv_warps(kernel, tiles, k, 4, x.device)
+    grid, smem = gpu.qmv1_grid(kernel, tiles, w * 32, k, 4, persist, x.device)
+    assert smem == 2 * k and grid <= tiles
+    if n >= 16480:
+        assert grid < tiles  # blocks take several tiles
+    outs = []
+    for extra in ((), persist):
+        gpu.BENCH_EXTRA = extra
+        if warps:
+            gpu.CONFIG_OVERRIDE[(n, k, 4)] = (warps, ())
+        try:
+            _poison()
+            y = gpu.quant_linear(x, q, bias)
+            _poison()
+            s = gpu.quant_linear_silu_mul(x, q) if n % 32 == 0 and not warps else None
+        finally:
+            gpu.BENCH_EXTRA = ()
+            gpu.CONFIG_OVERRIDE.clear()
+        outs.append((y, s))
+    (y0, s0), (y1, s1) = outs
+    what = f"{dtype} scales {scale_dtype} g{group} {'sym' if sym else 'zp'} {n}x{k} warps {warps}"
+    assert torch.equal(y0, y1), what
+    assert (s0 is None) == (s1 is None) and (s0 is None or torch.equal(s0, s1)), what
+    ref = x.float() @ dequantize(q).t() + bias.float()
+    assert ((y1.float() - ref).norm() / ref.norm()) < (1e-3 if dtype == torch.float16 else 1e-2), what
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("group,sym", [(128, True), (64, False)])
+def test_persistent_burst_kernel_with_gdn_in_is_bit_for_bit_the_default(dtype, group, sym):
+    """The -DQMV_PERSIST=1 build's qmv1g (Qwen3.5-27B's Gated DeltaNet projection, 1030 tiles, more than one block
+    each) gives the default build's bits: outputs, gates and the conv window it updates in place."""
+    from ninfer.quant import gpu
+
+    hidden, conv_dim, z_dim, heads = 5120, 10240, 6144, 48
+    n = conv_dim + z_dim + 2 * heads
+    q = gpu.prepare(_tiled_case(n, hidden, 4, group, sym, torch.bfloat16, n + group))
+    x = torch.randn(1, hidden, device="cuda").to(dtype) * 2
+    cw = (torch.randn(conv_dim, 4, device="cuda") * 0.5).to(dtype)
+    window = torch.randn(conv_dim, 3, device="cuda")
+    A_log = torch.empty(heads, device="cuda").uniform_(0, 16).log()
+    dt_bias = torch.randn(heads, device="cuda")
+    got = []
+    for extra in ((), ("-DQMV_PERSIST=1",)):
+        gpu.BENCH_EXTRA = extra
+        win = window.clone()
+        try:
+            _poison()
+            out = gpu.quant_gdn_in_proj(x, q, cw, win, A_log, dt_bias, conv_dim, z_dim)
+        finally:
+            gpu.BENCH_EXTRA = ()
+        assert out is not None
+        got.append((*out, win))
+    for name, a, b in zip(("conv output", "z", "g", "beta", "conv window"), *got):
+        assert torch.equal(a, b), name

@@ -332,6 +332,30 @@ def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
     return w._gpu_params
 
 
+_persist_grids: dict[tuple, int] = {}
+
+
+def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[str, ...],
+              device: torch.device) -> tuple[int, int]:
+    """(blocks, dynamic shared memory bytes) of a one-token burst launch (qmv1 / qmv1s / qmv1g) over ``tiles`` loop
+    tiles: one block a tile, none; in a -DQMV_PERSIST=1 build (bench only) an int4 weight's launch takes persistent
+    blocks, as many as the GPU holds at once with the token's K 16-bit activations in shared memory."""
+    if bits != 4 or "-DQMV_PERSIST=1" not in extra:
+        return tiles, 0
+    smem = 2 * k
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    key = (idx, id(kernel), threads, smem)
+    if key not in _persist_grids:
+        from ..kernels.launch import _driver, _ok
+
+        if smem > 48 * 1024:
+            kernel.set_max_dynamic_smem(smem)
+        per_sm = int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, threads, smem),
+                         "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+        _persist_grids[key] = max(1, per_sm) * _sm_count(idx)
+    return min(tiles, _persist_grids[key]), smem
+
+
 def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):
     """What the one-launch forms of qmv1 (qmv1s, qmv1g) share: None where they cannot serve one token x with w; else
     (x as one 16-byte-aligned row, the tile scales and zero points, the tiles, the plain qmv1 launch's warps a tile for
@@ -364,7 +388,9 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
         return None
     x2, sp, zp, tiles, warps, mod, sfx = form
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
-    mod["qmv1s" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size)
+    kernel = mod["qmv1s" + sfx]
+    grid, smem = qmv1_grid(kernel, tiles // 2, 2 * warps * 32, k, w.bits, BENCH_EXTRA, x.device)
+    kernel((grid,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, smem=smem)
     return y
 
 
@@ -394,8 +420,10 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)
     g = torch.empty(1, H, dtype=f32, device=x.device)
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
-    mod["qmv1g" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight, conv_state,
-                       A_log, dt_bias, g, beta, conv_dim, z_dim, H)
+    kernel = mod["qmv1g" + sfx]
+    grid, smem = qmv1_grid(kernel, tiles, warps * 32, k, w.bits, BENCH_EXTRA, x.device)
+    kernel((grid,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight, conv_state, A_log,
+           dt_bias, g, beta, conv_dim, z_dim, H, smem=smem)
     return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
 
@@ -463,7 +491,9 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
             if (n, k, w.bits) not in CONFIG_OVERRIDE:
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
-            kernel((tiles,), ((QMV_WARPS or warps) * 32,), *args)
+            threads = (QMV_WARPS or warps) * 32
+            grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
+            kernel((grid,), (threads,), *args, smem=smem)
             return y.view(*x.shape[:-1], n)
         width = 8 if t <= 8 else 16
         if (width in SPLIT_WIDTHS and BENCH_SOURCE is None and "-DQM_SMEM_RING" not in extra

@@ -822,6 +822,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_ZB  // 1 (bench): one token multiplies its activations into B column 0 only, the other 7 columns zero
 #define QMV_ZB 0  // (lanes g != 0 mask theirs): the same sums, less tensor-core switching (a power/clock experiment)
 #endif
+#ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
+#define QMV_PERSIST 0
+#endif
 #ifndef QMV_DIAG  // benchmark diagnostics only, results wrong: 1 the loads alone (no dequantisation, no products);
 #define QMV_DIAG 0  // 2 every block reads tile blockIdx.x % 8's weights and scales (L2-resident): the products alone;
 #endif              // 3 each warp reads its first burst again for every burst, through L1: the products, no HBM
@@ -842,11 +845,133 @@ struct QmvStore {
     __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
 };
 
+// QMV_PERSIST (a bench build, not yet measured): the one-token int4 burst GEMV as persistent blocks. The launcher
+// gives blocks only as many as the GPU holds at once and K 16-bit activations of dynamic shared memory; block i takes
+// tiles i, i + gridDim.x, ... The token's activations are copied into shared memory once a block (after the PDL
+// wait) and read there (LDS) just before use; each warp's next burst, the next tile's first one included, is loaded
+// while the current one is multiplied. Loads that return in order therefore never hold the activations behind the
+// next burst's weights (what the register form QMV_PIPE does: it loads the activations after them), and a block's
+// start (first loads, PDL wait) is paid once, not once a tile. Every tile's sums are qmv's for the same warps a tile,
+// in the same order (same bits). SILU / Epi as qmv's.
+template <typename T, typename ST, bool ZP, bool SILU, typename Epi>
+__device__ __forceinline__ void qmvp(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
+                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
+                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G,
+                                     const Epi &epi) {
+    constexpr int B = QMV_BURST, CHUNK = 64;
+    extern __shared__ uint4 qmvp_x[];                    // the token's K activations
+    __shared__ float red_p[2][QM_MAX_WARPS][2][32];      // by tile parity: each warp's rows g, g + 8 (column 0)
+    const int nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
+    const int warps = SILU ? nwarps / 2 : nwarps;        // warps a tile
+    const int half = SILU ? threadIdx.x / 32 / warps : 0;  // SILU: 0 the gate tiles, 1 the up tiles
+    const int warp = threadIdx.x / 32 - half * warps;
+    const int g = lane >> 2, t = lane & 3;
+    const int ntile = SILU ? N / 32 : (N + 15) / 16;     // tiles of the loop (SILU: gate tiles; up tile = + ntile)
+    const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
+    const int lg = __ffs(G) - 7;                         // log2(G / CHUNK)
+    uint4 wv[B];
+    unsigned sv[B], zv[B];
+    auto fetch = [&](int tt, int b) {  // burst b of loop tile tt
+        const int tile = tt + half * (SILU ? ntile : 0);
+        const uint4 *wb = Wp + ((i64)tile * nchunk + (i64)b * B) * 32 + lane;
+        const unsigned *St = Sp + (i64)tile * ng * 8 + g;
+        const unsigned short *Zt = ZP ? Zp + (i64)tile * ng * 8 + g : nullptr;
+#pragma unroll
+        for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
+        const int g0 = (b * B) >> lg;  // chunk u's group: g0 + (u >> lg) (B a power of two)
+        auto group = [&](int u, int du) {
+            sv[u] = __ldg(St + (g0 + du) * 8);
+            zv[u] = ZP ? (unsigned)__ldg(Zt + (g0 + du) * 8) : 0x0808u;
+        };
+        if (lg == 0) {  // each chunk its own group
+#pragma unroll
+            for (int u = 0; u < B; u++) group(u, u);
+        } else if (lg == 1) {  // pairs of chunks (g128)
+#pragma unroll
+            for (int u = 0; u < B; u += 2) {
+                group(u, u / 2);
+                if (u + 1 < B) sv[u + 1] = sv[u], zv[u + 1] = zv[u];
+            }
+        } else {  // lg >= 2: groups of at least 4 chunks, B <= 4 of them in one
+            static_assert(B <= 4, "QMV_PERSIST takes bursts of at most 4 chunks");
+            group(0, 0);
+#pragma unroll
+            for (int u = 1; u < B; u++) sv[u] = sv[0], zv[u] = zv[0];
+        }
+    };
+#pragma unroll
+    for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
+    int tt = blockIdx.x;
+    if (tt < ntile && warp < nburst) fetch(tt, warp);  // the weights ahead of the wait
+    pdl_stream_enter();
+    const uint4 *x4 = reinterpret_cast<const uint4 *>(x);
+    for (int i = threadIdx.x; i < K / 8; i += blockDim.x) qmvp_x[i] = __ldg(x4 + i);
+    __syncthreads();
+    const unsigned xs0 = (unsigned)__cvta_generic_to_shared(qmvp_x + t);
+    for (int par = 0; tt < ntile; tt += gridDim.x, par ^= 1) {
+        float acc0 = 0.f, acc2 = 0.f;  // rows g, g + 8 of column 0 (lanes t = 0; the other columns are copies)
+        for (int b = warp; b < nburst; b += warps) {
+            uint4 wc[B];
+            unsigned sc[B], zc[B];
+#pragma unroll
+            for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
+            if (b + warps < nburst) fetch(tt, b + warps);  // the next burst in flight meanwhile
+            else if (tt + (int)gridDim.x < ntile) fetch(tt + gridDim.x, warp);
+#pragma unroll
+            for (int u = 0; u < B; u++) {
+                const int c = b * B + u;
+                const unsigned words[4] = {wc[u].x, wc[u].y, wc[u].z, wc[u].w};
+                float tmp[4] = {0.f, 0.f, 0.f, 0.f};
+                QmDeq<T, 4> dq;
+                dq.init(zc[u]);
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const uint4 xv = qm_lds16(xs0 + (unsigned)(c * (CHUNK / 8) + 4 * h) * 16u);  // just before use
+                    const unsigned xw[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+                    for (int s2 = 0; s2 < 2; s2++) {
+                        unsigned a[4];
+                        dq.step(words + 2 * h + s2, a);
+                        qm_mma(tmp, a, xw[2 * s2], xw[2 * s2 + 1], (const T *)nullptr);
+                    }
+                }
+                acc0 = fmaf(qm_scale(sc[u] & 0xFFFFu, (const ST *)nullptr), tmp[0], acc0);
+                acc2 = fmaf(qm_scale_hi(sc[u], (const ST *)nullptr), tmp[2], acc2);
+            }
+        }
+        red_p[par][half * warps + warp][0][lane] = acc0;
+        red_p[par][half * warps + warp][1][lane] = acc2;
+        __syncthreads();  // (red_p[par] is written again two tiles on, after every warp has passed the next one's)
+        if (half * warps + warp != 0 || t != 0) continue;
+        if (SILU) {  // as qmv: each half's warps in order, both rounded to T, then SwiGLU
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float gs = red_p[par][0][r][lane], us = red_p[par][warps][r][lane];
+                for (int w = 1; w < warps; w++) gs += red_p[par][w][r][lane], us += red_p[par][warps + w][r][lane];
+                const float gv = to_f(from_f<T>(gs)), uv = to_f(from_f<T>(us));
+                y[tt * 16 + g + 8 * r] = from_f<T>(gv / (1.f + expf(-gv)) * uv);
+            }
+        } else {
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                float v = red_p[par][0][r][lane];
+                for (int w = 1; w < warps; w++) v += red_p[par][w][r][lane];
+                const int n = tt * 16 + g + 8 * r;
+                if (n < N) epi(0, n, v + (bias ? to_f(bias[n]) : 0.f));
+            }
+        }
+    }
+}
+
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
                                     const Epi &epi = Epi{}) {
+    if constexpr (QMV_PERSIST && NS == 0 && BITS == 4) {
+        qmvp<T, ST, ZP, SILU, Epi>(Wp, Sp, Zp, x, bias, y, N, K, G, epi);
+        return;
+    }
     constexpr int B = QMV_BURST;
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
