@@ -13,7 +13,8 @@ ROUND_KW='{"iters": 10, "windows": 8, "batch": 2, "lr": 0.02}' (an "e2e_calibrat
 path); SAVE=PREFIX writes each method's weights to PREFIX.METHOD.pt. ``e2e`` runs the end-to-end stage alone
 (``ninfer.quant.blockwise.e2e_tune``, options from E2E_KW) on the weights of a file SAVE wrote, E2E_FROM=FILE,
 calibrated on CALIB (its first E2E_KW "windows" windows of 256 tokens train it, the "holdout" after them judge it;
-raise CALIB_TOKENS to reach them). CALIB=FILE: another calibration text (default Alice ch. I-II). Besides the Declaration,
+raise CALIB_TOKENS to reach them). CALIB=FILE: another calibration text (default Alice ch. I-II). WINDOW=N: calibration windows of N tokens (default
+2048); SINK_WEIGHT=W: each window's first token (the attention sink) counts W times in the Hessians. Besides the Declaration,
 every method is also measured on Alice tokens 4096-5120 ("held out": outside Alice 0-4096 and outside
 tests/data/calibration_mixed.txt, whose Alice part is tokens 0-~2000).
 """
@@ -84,7 +85,9 @@ def main(argv: list[str]) -> None:
 
     os.makedirs(CACHE, exist_ok=True)
     window = int(os.environ.get("WINDOW", "2048"))  # calibration windows, each from an empty cache
-    stats = M.CalibrationCache(os.path.join(CACHE, f"calib_{len(calib)}_w{window}.pt"), window)
+    sink = float(os.environ.get("SINK_WEIGHT", "1"))  # each window's first token counted this many times in H
+    stats = M.CalibrationCache(os.path.join(CACHE, f"calib_{len(calib)}_w{window}" + (f"_sink{sink:g}" if sink != 1
+                                                                                      else "") + ".pt"), window, sink)
     names = argv or list(M.BENCH_METHODS)
     print(f"{'method':44s} {'ppl':>9s} {'vs fp32':>9s} {'KL':>8s} {'held':>8s} {'KL held':>8s} {'time s':>7s}")
     for name in names:

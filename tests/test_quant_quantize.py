@@ -318,6 +318,12 @@ def test_gptq_calibration_sees_every_linear_input():
                  llm.config.rms_norm_eps)  # layer 0's qkv input, computed independently
     torch.testing.assert_close(h["layers.0.mixer.qkv.weight"], x.t() @ x / len(ids), rtol=1e-4, atol=1e-5)
     assert llm.ops.impls["linear"].name == "reference.linear"  # the recording wrappers are gone
+    # sink_weight (bench/int4_accuracy.py SINK_WEIGHT): each window's first token counts that many times; in windows
+    # of 5 tokens the rows 0, 5, 10, ... of layer 0's qkv input
+    hs = linear_input_hessians(llm, ids, window=5, sink_weight=9.0)["layers.0.mixer.qkv.weight"]
+    wts = torch.ones(len(ids))
+    wts[::5] = 9.0
+    torch.testing.assert_close(hs, (x * wts[:, None]).t() @ x / len(ids), rtol=1e-4, atol=1e-5)
 
 
 def test_learned_rounding_e2e_lowers_calibration_kl(tmp_path):

@@ -18,12 +18,13 @@ from .quantize import group_params, search_group_params
 
 
 @torch.inference_mode()
-def linear_input_hessians(llm, ids: list[int], window: int | None = None, diag_only: bool = False
-                          ) -> dict[str, torch.Tensor]:
+def linear_input_hessians(llm, ids: list[int], window: int | None = None, diag_only: bool = False,
+                          sink_weight: float = 1.0) -> dict[str, torch.Tensor]:
     """Our Linear parameter path -> H [K, K] float32: mean x x^T of its inputs over one forward of ``ids``
     (in consecutive windows of ``window`` tokens, default the model's context length, each from an empty
     cache: every window's first tokens are attention sinks, as a prompt's are). ``diag_only``: only its
-    diagonal [K], the mean square of each input channel."""
+    diagonal [K], the mean square of each input channel. ``sink_weight``: each window's first token (the
+    attention sink) counts that many times in the sum (a measurement, bench/int4_accuracy.py)."""
     from ..layers.linear import Linear
     from .load import _target
 
@@ -33,11 +34,14 @@ def linear_input_hessians(llm, ids: list[int], window: int | None = None, diag_o
         if isinstance(obj, Linear) and attr == "weight":
             owner[id(obj.weight)] = path
     sums: dict[str, torch.Tensor] = {}
+    at_window_start = [False]
 
     def record(x, w):
         path = owner.get(id(w))
         if path is not None:
             xf = x.reshape(-1, x.shape[-1]).float()
+            if sink_weight != 1.0 and at_window_start[0]:
+                xf = torch.cat([xf[:1] * sink_weight ** 0.5, xf[1:]])
             sums[path] = sums.get(path, 0) + (xf.square().sum(0) if diag_only else xf.t() @ xf)  # [K] / [K, K]
 
     saved = {}
@@ -51,6 +55,7 @@ def linear_input_hessians(llm, ids: list[int], window: int | None = None, diag_o
         for w0 in range(0, len(ids), window):
             llm.runner.reset()
             for i in range(w0, min(w0 + window, len(ids)), 512):
+                at_window_start[0] = i == w0
                 llm.runner.forward(ids[i: min(i + 512, w0 + window, len(ids))], "prefill")
     finally:
         llm.ops.impls.update(saved)

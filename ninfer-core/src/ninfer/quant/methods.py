@@ -29,15 +29,16 @@ def decoder_linears(llm) -> list[tuple[str, Linear]]:
 class CalibrationCache:
     """One-shot input Gram matrices (mean x x^T per Linear) of the unquantised model, cached on disk."""
 
-    def __init__(self, file: str | None = None, window: int | None = None):
-        self.file, self.window, self.h = file, window, None
+    def __init__(self, file: str | None = None, window: int | None = None, sink_weight: float = 1.0):
+        self.file, self.window, self.sink_weight, self.h = file, window, sink_weight, None
 
     def hessians(self, llm, ids: list[int]) -> dict[str, torch.Tensor]:
         if self.h is None:
             if self.file and os.path.exists(self.file):
                 self.h = torch.load(self.file)
             else:
-                self.h = {p: h.cpu() for p, h in linear_input_hessians(llm, ids, self.window).items()}
+                self.h = {p: h.cpu() for p, h in linear_input_hessians(llm, ids, self.window,
+                                                                       sink_weight=self.sink_weight).items()}
                 if self.file:
                     torch.save(self.h, self.file)
         return self.h
