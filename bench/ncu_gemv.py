@@ -4,6 +4,9 @@ after a warm-up, nothing else on the GPU. Run under ncu, e.g.
 
     ncu --clock-control none -k regex:'gemv|qmma|qmsk' --launch-skip 7 --launch-count 7 \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats python bench/ncu_gemv.py
+
+NCU_EXTRA="-DQMV_PERSIST=1 ...": the quantised GEMVs from that bench build of the quant library (bench/quant.py's
+variants); NCU_QUANT_ONLY=1: those alone (3 warm-up launches, then one of each: --launch-skip 3 --launch-count 3).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ QUANT = [(4, 34816, 5120), (4, 5120, 17408), (8, 28672, 4096)]
 def main():
     ops = make_ops(installed_backends()["sm90"].kernels)
     calls = []
-    for op, n, k in BF16:
+    gpu.BENCH_EXTRA = tuple(os.environ.get("NCU_EXTRA", "").split())
+    for op, n, k in ([] if os.environ.get("NCU_QUANT_ONLY") else BF16):
         W = (torch.randn(n, k, device="cuda") * k ** -0.5).to(torch.bfloat16)
         x = torch.randn(1, k, device="cuda").to(torch.bfloat16)
         calls.append((f"bf16 {op} {n}x{k}", lambda W=W, x=x, op=op: ops[op](x, W)))
