@@ -686,7 +686,7 @@ def test_persistent_burst_kernel_is_bit_for_bit_the_default(dtype, scale_dtype, 
     w = warps or gpu.qmv_warps(kernel, tiles, k, 4, x.device)
     grid, smem = gpu.qmv1_grid(kernel, tiles, w * 32, k, 4, persist, x.device)
     assert smem == 2 * k and grid <= tiles
-    if n >= 16480:
+    if (n, k) in ((34816, 5120), (4096, 4096)):  # 4 warps a tile at 6 blocks an SM; 16 warps at one block an SM
         assert grid < tiles  # blocks take several tiles
     outs = []
     for extra in ((), persist):
@@ -713,8 +713,8 @@ def test_persistent_burst_kernel_is_bit_for_bit_the_default(dtype, scale_dtype, 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("group,sym", [(128, True), (64, False)])
 def test_persistent_burst_kernel_with_gdn_in_is_bit_for_bit_the_default(dtype, group, sym):
-    """The -DQMV_PERSIST=1 build's qmv1g (Qwen3.5-27B's Gated DeltaNet projection, 1030 tiles, more than one block
-    each) gives the default build's bits: outputs, gates and the conv window it updates in place."""
+    """The -DQMV_PERSIST=1 build's qmv1g (Qwen3.5-27B's Gated DeltaNet projection, 1030 tiles) gives the default
+    build's bits: outputs, gates and the conv window it updates in place."""
     from ninfer.quant import gpu
 
     hidden, conv_dim, z_dim, heads = 5120, 10240, 6144, 48
