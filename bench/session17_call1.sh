@@ -2,12 +2,14 @@
 # GEMV (8 layers of each shape, GEMV only) with nvidia-smi's SM clock, power and clock event reasons sampled while each
 # row's graph replays for 2 s (bench/quant.py --power): the default, its loads alone and its products alone
 # (QMV_DIAG), the one-token MMA with B columns 1-7 zero (QMV_ZB), the next burst in flight with the activations
-# loaded before it (QMV_PIPE, QMV_XFIRST) at several register limits, and the persistent int4 form (QMV_PERSIST);
-# then the persistent form's GPU tests (bit for bit the default). Kernels: .kc_s17a (sm90 backend, quant variants;
-# bench/precompile_quant_variants.sh with the options of each variant, in bench/quant.py's order).
+# loaded before it (QMV_PIPE, QMV_XFIRST) at several register limits, and the persistent int4 form (QMV_PERSIST).
+# First bench/load_order.py (does an L1 hit issued after an HBM miss wait for it?); last the persistent form's GPU
+# tests (bit for bit the default). Kernels: .kc_s17a (sm90 backend, quant variants; bench/precompile_quant_variants.sh
+# with the options of each variant, in bench/quant.py's order).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s17a/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,power.max_limit --format=csv,noheader
+timeout 90 python bench/load_order.py  # do a warp's loads return in order? (the hypothesis the forms below test)
 D="default (per tile 1..8 tokens, split 9..16)"
 V="$D;one token, B columns 1-7 zero;diag: loads only;diag: products only (weights from L1)"
 V="$V;next burst in flight, activations after it (PIPE);PIPE + XFIRST, 96 / 80 registers"
