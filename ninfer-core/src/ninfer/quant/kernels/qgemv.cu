@@ -845,6 +845,38 @@ struct QmvStore {
     __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
 };
 
+// The scales (and zero points) of a one-token int4 burst b (chunks B b .. B b + B - 1, B a power of two): chunk u is in
+// group ((B b) >> lg) + (u >> lg), lg = log2(G / CHUNK); each group's word is loaded once from the tile's rows St / Zt
+// (qmv's QMV_ADDR form and qmvp). zsym: the zero-point word of a symmetric weight.
+template <int B, bool ZP>
+__device__ __forceinline__ void qmv_burst_groups(unsigned (&sv)[B], unsigned (&zv)[B], const unsigned *St,
+                                                 const unsigned short *Zt, int b, int lg, unsigned zsym) {
+    const int g0 = (b * B) >> lg;
+    const unsigned *sb = St + g0 * 8;
+    const unsigned short *zb = ZP ? Zt + g0 * 8 : nullptr;
+    auto group = [&](int u, int du) {  // chunk u takes group g0 + du
+        sv[u] = __ldg(sb + du * 8);
+        zv[u] = ZP ? (unsigned)__ldg(zb + du * 8) : zsym;
+    };
+    if (lg == 0) {
+#pragma unroll
+        for (int u = 0; u < B; u++) group(u, u);
+    } else if (lg == 1) {
+#pragma unroll
+        for (int u = 0; u < B; u += 2) {
+            group(u, u / 2);
+            if (u + 1 < B) sv[u + 1] = sv[u], zv[u + 1] = zv[u];
+        }
+    } else if (B <= 4) {  // lg >= 2: the whole burst in one group
+        group(0, 0);
+#pragma unroll
+        for (int u = 1; u < B; u++) sv[u] = sv[0], zv[u] = zv[0];
+    } else {
+#pragma unroll
+        for (int u = 0; u < B; u++) group(u, u >> lg);
+    }
+}
+
 // QMV_PERSIST (a bench build, not yet measured): the one-token int4 burst GEMV as persistent blocks. The launcher
 // gives blocks only as many as the GPU holds at once and K 16-bit activations of dynamic shared memory; block i takes
 // tiles i, i + gridDim.x, ... The token's activations are copied into shared memory once a block (after the PDL
@@ -878,26 +910,7 @@ __device__ __forceinline__ void qmvp(const uint4 *__restrict__ Wp, const unsigne
         const unsigned short *Zt = ZP ? Zp + (i64)tile * ng * 8 + g : nullptr;
 #pragma unroll
         for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
-        const int g0 = (b * B) >> lg;  // chunk u's group: g0 + (u >> lg) (B a power of two)
-        auto group = [&](int u, int du) {
-            sv[u] = __ldg(St + (g0 + du) * 8);
-            zv[u] = ZP ? (unsigned)__ldg(Zt + (g0 + du) * 8) : 0x0808u;
-        };
-        if (lg == 0) {  // each chunk its own group
-#pragma unroll
-            for (int u = 0; u < B; u++) group(u, u);
-        } else if (lg == 1) {  // pairs of chunks (g128)
-#pragma unroll
-            for (int u = 0; u < B; u += 2) {
-                group(u, u / 2);
-                if (u + 1 < B) sv[u + 1] = sv[u], zv[u + 1] = zv[u];
-            }
-        } else {  // lg >= 2: groups of at least 4 chunks, B <= 4 of them in one
-            static_assert(B <= 4, "QMV_PERSIST takes bursts of at most 4 chunks");
-            group(0, 0);
-#pragma unroll
-            for (int u = 1; u < B; u++) sv[u] = sv[0], zv[u] = zv[0];
-        }
+        qmv_burst_groups<B, ZP>(sv, zv, St, Zt, b, lg, 0x0808u);
     };
 #pragma unroll
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
@@ -1013,30 +1026,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         if (QMV_ADDR && ONE && BITS == 4) {
 #pragma unroll
             for (int u = 0; u < B; u++) load_w(wv[u], wb + u * 32);
-            const int g0 = (b * B) >> lg;
-            const unsigned *sb = St + g0 * 8;
-            const unsigned short *zb = ZP ? Zt + g0 * 8 : nullptr;
-            auto group = [&](int u, int du) {  // chunk u takes group g0 + du
-                sv[u] = __ldg(sb + du * 8);
-                zv[u] = ZP ? (unsigned)__ldg(zb + du * 8) : ZSYM;
-            };
-            if (lg == 0) {
-#pragma unroll
-                for (int u = 0; u < B; u++) group(u, u);
-            } else if (lg == 1) {
-#pragma unroll
-                for (int u = 0; u < B; u += 2) {
-                    group(u, u / 2);
-                    if (u + 1 < B) sv[u + 1] = sv[u], zv[u + 1] = zv[u];
-                }
-            } else if (B <= 4) {  // lg >= 2: the whole burst in one group
-                group(0, 0);
-#pragma unroll
-                for (int u = 1; u < B; u++) sv[u] = sv[0], zv[u] = zv[0];
-            } else {
-#pragma unroll
-                for (int u = 0; u < B; u++) group(u, u >> lg);
-            }
+            qmv_burst_groups<B, ZP>(sv, zv, St, Zt, b, lg, ZSYM);
         } else {
 #pragma unroll
             for (int u = 0; u < B; u++) {
