@@ -10,7 +10,10 @@ activations): tests/data/alice_in_wonderland_ch1-2.txt, never the evaluation tex
 under $NINFER_BENCH_CACHE (default /tmp/ninfer_int4_cache). CPU, float32, the reference backend.
 ``round`` (block-wise learned rounding) takes its options from ROUND_KW, e.g.
 ROUND_KW='{"iters": 10, "windows": 8, "batch": 2, "lr": 0.02}' (an "e2e_calibration" given as a text file's
-path); SAVE=PREFIX writes each method's weights to PREFIX.METHOD.pt. ``e2e`` runs the end-to-end stage alone
+path); ``clip+tune sym|asym`` (clip, then group scales and norm weights tuned end to end,
+``ninfer.quant.tune``) takes TUNE_KW, e.g. TUNE_KW='{"steps": 15}' (its held-out windows follow its training
+windows in CALIB: with Alice they overlap the "held out" column, so pass CALIB=tests/data/calibration_mixed.txt);
+SAVE=PREFIX writes each method's weights to PREFIX.METHOD.pt. ``e2e`` runs the end-to-end stage alone
 (``ninfer.quant.blockwise.e2e_tune``, options from E2E_KW) on the weights of a file SAVE wrote, E2E_FROM=FILE,
 calibrated on CALIB (its first E2E_KW "windows" windows of 256 tokens train it, the "holdout" after them judge it;
 raise CALIB_TOKENS to reach them). CALIB=FILE: another calibration text (default Alice ch. I-II). WINDOW=N: calibration windows of N tokens (default

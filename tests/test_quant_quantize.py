@@ -404,3 +404,134 @@ def test_learned_state_from_a_checkpoint_reproduces_it():
         assert torch.equal(lw.quant_weight().qweight, before.qweight) and torch.equal(lw.quant_weight().scales, before.scales)
         assert torch.equal(q.qweight, q0.qweight) and torch.equal(q.scales, q0.scales)
         assert (q.zeros is None) == symmetric and (symmetric or torch.equal(q.zeros, q0.zeros))
+
+
+def test_scales_state_reproduces_the_weight():
+    """The tuning's starting point (``tune._Scales``, each scale factor 1) is exactly the stored weight, symmetric,
+    with zero points, and with an act-order permutation (columns back in the input order), and writes it back."""
+    from ninfer.quant.gptq_solve import gptq_quantize
+    from ninfer.quant.tune import _Scales
+
+    torch.manual_seed(2)
+    w = torch.randn(32, 256) + 0.1
+    x = torch.randn(512, 256) * torch.linspace(0.2, 3, 256)
+    h = x.t() @ x / 512
+    for q in (quantize_groups(w, 4, 64, True, torch.bfloat16), quantize_groups(w, 4, 64, False, torch.bfloat16),
+              quantize_groups(w, 8, 128, True, torch.bfloat16),
+              gptq_quantize(w, h, 4, 64, True, torch.bfloat16, act_order=True, static_groups=True)):
+        s = _Scales(q)
+        ref = dequantize(q)
+        ref = ref if q.perm is None else ref[:, torch.argsort(q.perm)]
+        assert torch.equal(s.weight().detach(), ref)
+        back = s.quant_weight()
+        assert torch.equal(back.scales, q.scales) and torch.equal(back.qweight, q.qweight)
+        assert (back.perm is None) == (q.perm is None)
+
+
+def test_tune_scales_and_norms_lowers_kl(tmp_path):
+    """``tune_scales_and_norms`` on a tiny random Llama after ``clip``: the KL(float || quantised) on the training
+    windows falls, on the held-out windows it does not rise (judged, best kept), and the result is the same codes
+    and zero points with new bf16 scales, plus new norm weights for every RMSNorm (the model's weights untouched)."""
+    import os
+
+    from ninfer.llm import LLM
+    from ninfer.quant.blockwise import _Block, _kl, _Model, _windows
+    from ninfer.quant.evaluate import _swapped, clip_quantized
+    from ninfer.quant.layout import codes_of
+    from ninfer.quant.tune import tune_scales_and_norms
+    from ninfer_testing import make_tiny_checkpoint
+
+    make_tiny_checkpoint("llama", str(tmp_path))
+    llm = LLM(model=str(tmp_path), backend="reference", device="cpu", dtype=torch.float32, progress=False,
+              max_context=65, quantized_weights=False)
+    with open(os.path.join(os.path.dirname(__file__), "data", "alice_in_wonderland_ch1-2.txt"), encoding="utf-8") as f:
+        ids = llm.tokenizer.encode(f.read()[:2000])  # one token per byte: 31 windows of 64
+    base = clip_quantized(llm, ids[:768], 4, 32, symmetric=False)
+    norms_before = [layer.input_norm.weight.clone() for layer in llm.model.layers] + [llm.model.norm.weight.clone()]
+    logs: list[str] = []
+    report: dict = {}
+    tuned, norms = tune_scales_and_norms(llm, base, ids, window=64, windows=12, holdout=4, steps=30, batch=4,
+                                         lr=3e-3, norm_lr=1e-2, every=5, patience=6, log=logs.append, report=report)
+    assert any(m.startswith("tune step") for m in logs) and report["held_after"] <= report["held_before"]
+    assert [lin for lin, _ in tuned] == [lin for lin, _ in base]
+    for (_, q), (_, q0) in zip(tuned, base):
+        assert torch.equal(codes_of(q), codes_of(q0)) and torch.equal(q.zeros, q0.zeros)
+        assert q.scales.dtype == torch.bfloat16 and q.scales.shape == q0.scales.shape
+    assert any(not torch.equal(q.scales, q0.scales) for (_, q), (_, q0) in zip(tuned, base))
+    assert len(norms) == 2 * len(llm.model.layers) + 1 and norms[-1][0] is llm.model.norm
+    assert all(not torch.equal(w, mod.weight) for mod, w in norms)
+    assert all(torch.equal(a, b) for a, b in zip(norms_before, [layer.input_norm.weight for layer in llm.model.layers]
+                                                  + [llm.model.norm.weight]))
+
+    blocks = [_Block(llm, i) for i in range(len(llm.model.layers))]
+    X = _windows(ids, 64, 16)
+    with torch.no_grad():
+        fp = _Model(llm, blocks)(X, [blk.dense for blk in blocks])
+
+    def kl(weights, extra, rows):  # the quantised model as the runner sees it, through its own blocks
+        with _swapped(llm, extra):  # the tuned norms in place; the Linears passed as weights
+            bl = [_Block(llm, i) for i in range(len(llm.model.layers))]
+            q_of = {id(lin): dequantize(q) for lin, q in weights}
+            ws = [{n: q_of[id(lin)] for n, lin in b.linears.items()} for b in bl]
+            with torch.no_grad():
+                return _kl(fp[rows], _Model(llm, bl)(X[rows], ws)).item()
+
+    assert kl(tuned, norms, slice(0, 12)) < 0.9 * kl(base, [], slice(0, 12))  # training windows
+    assert kl(tuned, norms, slice(12, 16)) < kl(base, [], slice(12, 16))  # held out
+
+
+def test_quantize_clip_tuned_reads_in_compressed_tensors(tmp_path):
+    """``ninfer quantize --method clip --tune-steps 2`` on SmolLM2 (one training window, one held out): a plain
+    compressed-tensors checkpoint (compressed-tensors decompresses it to what ninfer reads) with exactly the codes
+    of the untuned ``clip`` checkpoint, scales moved by the tuning, and the tuned norm weights written in place of
+    the source's; ``LLM`` serves it with those norms. Without --calibration, one sentence names the fix."""
+    import os
+    import re
+
+    from compressed_tensors.quantization import QuantizationConfig
+    from safetensors import safe_open
+
+    from ninfer.cli import _add_plugin_commands, cli
+    from ninfer.llm import LLM, default_model_path
+    from ninfer.quant.layout import codes_of
+    from ninfer.weights import open_checkpoint
+
+    alice = os.path.join(os.path.dirname(__file__), "data", "alice_in_wonderland_ch1-2.txt")
+    calib = tmp_path / "calib.txt"
+    with open(alice, encoding="utf-8") as f:
+        calib.write_text(f.read()[:3000])  # ~700 tokens: two windows of 256
+    _add_plugin_commands()
+    tuned, plain = tmp_path / "tuned", tmp_path / "plain"
+    res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(tuned), "--method", "clip", "--calibration",
+                                   str(calib), "--tune-steps", "2", "--tune-windows", "1", "--tune-holdout", "1"])
+    assert res.exit_code == 0, res.output
+    assert "(clip, tuned)" in res.output
+    before, after, kept = re.search(r"tune: held-out KL ([\d.]+) -> ([\d.]+) \(step (\d+)", res.output).groups()
+    assert float(after) < float(before) and int(kept) > 0, res.output
+    res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(plain), "--method", "clip", "--calibration",
+                                   str(calib)])
+    assert res.exit_code == 0, res.output
+    ck, ck0 = CompressedTensorsDir.open(str(tuned)), CompressedTensorsDir.open(str(plain))
+    qcfg = QuantizationConfig.model_validate(json.loads((tuned / "config.json").read_text())["quantization_config"])
+    moved = 0
+    for module in ("model.layers.3.self_attn.k_proj", "model.layers.3.mlp.up_proj", "model.layers.7.mlp.down_proj"):
+        q, q0 = ck.quant_weight(f"{module}.weight"), ck0.quant_weight(f"{module}.weight")
+        assert torch.equal(dequantize(q, torch.bfloat16), _ct_reference(ck, module, qcfg))
+        assert torch.equal(codes_of(q), codes_of(q0))
+        ratio = q.scales.float() / q0.scales.float()
+        assert ((ratio - 1).abs() < 0.05).all()  # two steps of 0.001
+        moved += int((q.scales != q0.scales).sum())
+    assert moved > 0
+    src = open_checkpoint(default_model_path())
+    name = "model.layers.5.post_attention_layernorm.weight"
+    with safe_open(str(next(tuned.glob("*.safetensors"))), "pt") as f:
+        written = f.get_tensor(name) if name in f.keys() else None
+    if written is None:  # (sharded)
+        idx = json.loads((tuned / "model.safetensors.index.json").read_text())["weight_map"]
+        with safe_open(str(tuned / idx[name]), "pt") as f:
+            written = f.get_tensor(name)
+    assert not torch.equal(written.float(), src.get(name).to(torch.bfloat16).float())
+    llm = LLM(model=str(tuned), backend="reference", device="cpu", max_context=64, progress=False)
+    assert torch.equal(llm.model.layers[5].post_norm.weight.float().cpu(), written.float())
+    res = CliRunner().invoke(cli, ["quantize", default_model_path(), str(tmp_path / "x"), "--tune-steps", "2"])
+    assert isinstance(res.exception, NinferError) and "--tune-steps needs --calibration" in str(res.exception)

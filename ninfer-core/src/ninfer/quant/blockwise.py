@@ -412,32 +412,69 @@ def _rows(q: QuantWeight, r0: int, r1: int) -> QuantWeight:
 
 
 def checkpoint_weights(src: str, calibration: str | list[int], bits: int, group_size: int,
-                       scale_dtype: torch.dtype, progress: bool = True, **kw) -> dict[str, QuantWeight]:
+                       scale_dtype: torch.dtype, progress: bool = True, method: str = "round", symmetric: bool = True,
+                       tune: dict | None = None, **kw) -> tuple[dict[str, QuantWeight], dict[str, torch.Tensor]]:
     """Checkpoint tensor name -> QuantWeight for every Linear of the decoder blocks of the model at ``src``
-    (loaded unquantised on the CPU), tuned by :func:`learned_rounding` on ``calibration``; fused parts
-    (q|k|v, gate|up) split back into the checkpoint's tensors (rows quantise independently)."""
+    (loaded unquantised on the CPU), by ``method``: "round" (:func:`learned_rounding` on ``calibration``, ``kw``
+    passed on), or "rtn" / "clip" / "gptq" on the loaded model (clip and GPTQ statistics from the first 2048
+    calibration tokens, as ``ninfer quantize`` without tuning collects them); then, with ``tune`` (options of
+    :func:`.tune.tune_scales_and_norms`, "steps" > 0), the group scales and norm weights tuned end to end.
+    Fused parts (q|k|v, gate|up) are split back into the checkpoint's tensors (rows quantise independently).
+    Also returns checkpoint name -> new dense tensor (the tuned norm weights; empty without tuning)."""
     from ..llm import LLM
     from ..models import ARCHITECTURES
+    from .load import _target
     from .methods import decoder_linears
 
-    window = kw.get("window", 256)
+    window = max(kw.get("window", 256), (tune or {}).get("window", 256))
     llm = LLM(model=src, backend="reference", device="cpu", dtype=torch.float32, progress=progress,
-              max_context=window + 1, quantized_weights=False)
+              max_context=max(window, 2048) + 1, quantized_weights=False)
     ids = llm.tokenizer.encode(calibration) if isinstance(calibration, str) else list(calibration)
     if isinstance(kw.get("e2e_calibration"), str):  # text of the end-to-end stage's own calibration
         kw["e2e_calibration"] = llm.tokenizer.encode(kw["e2e_calibration"])
-    new = learned_rounding(llm, ids, bits, group_size, scale_dtype, progress=progress, **kw)
+    if method == "round":
+        new = learned_rounding(llm, ids, bits, group_size, scale_dtype, progress=progress, symmetric=symmetric, **kw)
+    elif method == "clip":
+        from .evaluate import clip_quantized
+
+        new = clip_quantized(llm, ids[:2048], bits, group_size, symmetric, scale_dtype)
+    elif method == "gptq":
+        from .gptq_solve import linear_input_hessians
+        from .methods import gptq
+
+        new = gptq(llm, linear_input_hessians(llm, ids[:2048]), bits, group_size, symmetric, scale_dtype)
+    else:
+        from .methods import rtn
+
+        new = rtn(llm, bits, group_size, symmetric, scale_dtype=scale_dtype)
+    norms = []
+    if tune and tune.get("steps"):
+        from .tune import tune_scales_and_norms
+
+        new, norms = tune_scales_and_norms(llm, new, ids, progress=progress, **tune)
     paths = {id(lin): path for path, lin in decoder_linears(llm)}
     sources = llm.model.weight_sources()
     arch = ARCHITECTURES[llm.config.architecture]
     names = set(llm.checkpoint.tensor_names())
+
+    def name_of(c):
+        return next((n for n in arch.names(c) if n in names), c)
     out = {}
     for lin, q in new:
         r0 = 0
         for c in sources[paths[id(lin)]]:
-            name = next((n for n in arch.names(c) if n in names), c)
+            name = name_of(c)
             r1 = r0 + llm.checkpoint.tensor_shape(name)[0]
             out[name] = _rows(q, r0, r1)
             r0 = r1
         assert r0 == q.scales.shape[0], (paths[id(lin)], r0, q.scales.shape)
-    return out
+    owner = {}
+    for path in sources:
+        obj, attr = _target(llm.model, path)
+        if attr == "weight":
+            owner[id(obj)] = path
+    dense = {}
+    for mod, w in norms:
+        (c,) = sources[owner[id(mod)]]
+        dense[name_of(c)] = w
+    return out, dense

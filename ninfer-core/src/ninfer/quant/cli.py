@@ -36,6 +36,15 @@ KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
 @click.option("--e2e-calibration", type=click.Path(exists=True, dir_okay=False), default=None,
               help="--method round: another text for the end-to-end stage (its first --e2e-windows windows train it, the "
                    "--e2e-holdout after them judge it); default: the --calibration text.")
+@click.option("--tune-steps", type=int, default=0, show_default=True,
+              help="After any --method: steps of Adam that tune every group's scale and every RMSNorm weight end to end "
+                   "on KL(float model || quantised model) over --tune-windows windows of 256 calibration tokens, the "
+                   "codes kept (needs --calibration; early-stopped on the --tune-holdout windows after them; on "
+                   "SmolLM2 int4 g128, 15 steps halve clip's KL on held-out text, bench/RESULTS.md). 0: none.")
+@click.option("--tune-windows", type=int, default=16, show_default=True,
+              help="--tune-steps: calibration windows of 256 tokens that train the tuning.")
+@click.option("--tune-holdout", type=int, default=3, show_default=True,
+              help="--tune-steps: the calibration windows after those, held out to judge it.")
 @click.option("--asymmetric", is_flag=True, help="Integer zero points per group (default: symmetric). With --method "
               "round: the zero points of the asymmetric clip search, rounding and scales learned.")
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16", show_default=True,
@@ -43,7 +52,7 @@ KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
 @click.option("--calibration", type=click.Path(exists=True, dir_okay=False), default=None,
               help="Text file whose tokens calibrate --method clip / gptq (never the text you evaluate on).")
 def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration, iters, windows, seed, e2e_steps,
-             e2e_lr, e2e_holdout, e2e_windows, e2e_calibration):
+             e2e_lr, e2e_holdout, e2e_windows, e2e_calibration, tune_steps, tune_windows, tune_holdout):
     """Quantise SRC (HF directory or .gguf) into a compressed-tensors checkpoint DST."""
     import torch
 
@@ -51,9 +60,12 @@ def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration,
     from .quantize import quantize_checkpoint
 
     ids = None
-    if method in ("gptq", "clip", "round"):
+    if tune_steps < 0 or tune_windows < 1 or tune_holdout < 1:
+        raise NinferError("--tune-steps must be >= 0, and --tune-windows and --tune-holdout >= 1.")
+    if method in ("gptq", "clip", "round") or tune_steps:
         if calibration is None:
-            raise NinferError(f"--method {method} needs --calibration FILE (a few thousand tokens of typical text).")
+            what = f"--method {method}" if method != "rtn" else "--tune-steps"
+            raise NinferError(f"{what} needs --calibration FILE (a few thousand tokens of typical text).")
         with open(calibration, encoding="utf-8") as f:
             ids = f.read()
     e2e_text = None
@@ -63,10 +75,12 @@ def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration,
     qcfg = quantize_checkpoint(src, dst, int(bits), int(group_size), method, not asymmetric, getattr(torch, dtype),
                                calibration=ids, round_options={"iters": iters, "windows": windows, "seed": seed,
                                               "e2e_steps": e2e_steps, "e2e_lr": e2e_lr, "e2e_holdout": e2e_holdout,
-                                              "e2e_calibration": e2e_text, "e2e_windows": e2e_windows})
+                                              "e2e_calibration": e2e_text, "e2e_windows": e2e_windows},
+                               tune_options={"steps": tune_steps, "windows": tune_windows, "holdout": tune_holdout,
+                                             "seed": seed})
     sizes = sorted({g["weights"]["group_size"] for g in qcfg["config_groups"].values()}, reverse=True)
     click.echo(f"wrote {dst}: int{bits}, groups of {'/'.join(map(str, sizes))}, "
-               f"{'asymmetric' if asymmetric else 'symmetric'} ({method}); kept dense: "
+               f"{'asymmetric' if asymmetric else 'symmetric'} ({method}{', tuned' if tune_steps else ''}); kept dense: "
                f"{', '.join(qcfg['ignore'][:4])}{' ...' if len(qcfg['ignore']) > 4 else ''}", err=True)
 
 

@@ -71,12 +71,11 @@ def gptq_weights(llm, calibration_ids: list[int], bits: int, group_size: int, sy
         yield llm
 
 
-@contextlib.contextmanager
-def clip_weights(llm, calibration_ids: list[int], bits: int, group_size: int, symmetric: bool = True,
-                 scale_dtype: torch.dtype = torch.bfloat16):
-    """Like :func:`rtn_weights` with ``ninfer quantize --method clip``: each group's scale (and zero point)
-    searched for the least rounding error weighted by its input channels' mean square activation on
-    ``calibration_ids``."""
+def clip_quantized(llm, calibration_ids: list[int], bits: int, group_size: int, symmetric: bool = True,
+                   scale_dtype: torch.dtype = torch.bfloat16) -> list:
+    """[(Linear, QuantWeight)] of ``ninfer quantize --method clip`` for every Linear but lm_head: each group's
+    scale (and zero point) searched for the least rounding error weighted by its input channels' mean square
+    activation on ``calibration_ids``."""
     from .gptq_solve import linear_input_hessians
     from .load import _target
 
@@ -89,7 +88,29 @@ def clip_weights(llm, calibration_ids: list[int], bits: int, group_size: int, sy
             continue
         q = quantize_groups(lin.weight.cpu(), bits, g, symmetric, scale_dtype, clip_search=True, importance=imp.cpu())
         new.append((lin, q.to(lin.weight.device)))
-    with _swapped(llm, new):
+    return new
+
+
+@contextlib.contextmanager
+def clip_weights(llm, calibration_ids: list[int], bits: int, group_size: int, symmetric: bool = True,
+                 scale_dtype: torch.dtype = torch.bfloat16):
+    """Like :func:`rtn_weights` with ``ninfer quantize --method clip`` (:func:`clip_quantized`)."""
+    with _swapped(llm, clip_quantized(llm, calibration_ids, bits, group_size, symmetric, scale_dtype)):
+        yield llm
+
+
+@contextlib.contextmanager
+def clip_tuned_weights(llm, calibration_ids: list[int], bits: int, group_size: int, symmetric: bool = True,
+                       scale_dtype: torch.dtype = torch.bfloat16, **options):
+    """Like :func:`clip_weights`, then the group scales and RMSNorm weights tuned end to end
+    (:func:`.tune.tune_scales_and_norms`, ``options`` passed on; ``ninfer quantize --method clip --tune-steps``);
+    yields ``llm`` with the tuned Linears and norms in place. The clip search sees the first 2048 tokens of
+    ``calibration_ids``, as ``ninfer quantize`` does."""
+    from .tune import tune_scales_and_norms
+
+    new = clip_quantized(llm, calibration_ids[:2048], bits, group_size, symmetric, scale_dtype)  # as the CLI
+    tuned, norms = tune_scales_and_norms(llm, [(lin, q.to("cpu")) for lin, q in new], calibration_ids, **options)
+    with _swapped(llm, [(lin, q.to(lin.weight.device)) for lin, q in tuned] + norms):
         yield llm
 
 

@@ -125,6 +125,17 @@ def _bench():
         saved = torch.load(os.environ["E2E_FROM"], weights_only=False)  # {parameter path: QuantWeight}
         weights = [(lin, saved[path]) for path, lin in decoder_linears(llm)]
         return e2e_tune(llm, weights, c, **ast.literal_eval(os.environ.get("E2E_KW", "{}")))
+    def clip_tune(llm, c, s, symmetric=True):
+        import ast
+
+        from .evaluate import clip_quantized
+        from .tune import tune_scales_and_norms
+        kw = ast.literal_eval(os.environ.get("TUNE_KW", "{}"))
+        new = clip_quantized(llm, c[:2048], 4, 128, symmetric)
+        tuned, norms = tune_scales_and_norms(llm, new, c, **kw)
+        return tuned + norms
+    m["clip+tune sym"] = clip_tune  # clip, then scales and norms tuned end to end (TUNE_KW: options)
+    m["clip+tune asym"] = lambda llm, c, s: clip_tune(llm, c, s, symmetric=False)
     m["e2e"] = e2e  # the end-to-end stage alone, on weights saved by SAVE= (E2E_FROM: the file; E2E_KW: options)
     return m
 

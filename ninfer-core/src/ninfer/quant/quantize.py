@@ -203,12 +203,14 @@ class _ShardWriter:
 
 def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128, method: str = "rtn",
                         symmetric: bool = True, dtype: torch.dtype = torch.bfloat16, calibration=None,
-                        progress: bool = True, round_options: dict | None = None) -> dict:
+                        progress: bool = True, round_options: dict | None = None,
+                        tune_options: dict | None = None) -> dict:
     """Write ``dst``; returns the ``quantization_config`` written. ``calibration``: text or token ids for
     GPTQ and for ``clip`` (round to nearest with each group's scale and zero point chosen to minimise its
     rounding error weighted by the mean square of each input channel's activation, :func:`search_group_params`)
     and for ``round`` (block-wise learned rounding and clipping, :func:`.blockwise.learned_rounding`, with
-    ``round_options``)."""
+    ``round_options``). ``tune_options`` with "steps" > 0: then the group scales and the RMSNorm weights are tuned
+    end to end on the calibration text (:func:`.tune.tune_scales_and_norms`, these options), the codes kept."""
     if bits not in (4, 8):
         raise NinferError(f"--bits must be 4 or 8, got {bits}.")
     if group_size not in (32, 64, 128):
@@ -219,12 +221,17 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
         raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
     ckpt = open_checkpoint(src)
     os.makedirs(dst, exist_ok=True)
+    tune = tune_options if tune_options and tune_options.get("steps") else None
+    if tune and calibration is None:
+        raise NinferError("Tuning (--tune-steps) needs --calibration FILE (a few thousand tokens of typical text).")
     hessians = importance = learned = None
-    if method == "round":
+    dense: dict = {}
+    if method == "round" or tune:
         from .blockwise import checkpoint_weights
 
-        learned = checkpoint_weights(src, calibration, bits, group_size, dtype, progress, symmetric=symmetric,
-                                     **(round_options or {}))
+        learned, dense = checkpoint_weights(src, calibration, bits, group_size, dtype, progress, method=method,
+                                            symmetric=symmetric, tune=tune,
+                                            **((round_options or {}) if method == "round" else {}))
     elif method in ("gptq", "clip"):
         from .gptq_solve import collect_hessians
 
@@ -256,6 +263,7 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
         else:
             if _is_target(name, shape):
                 ignore.append(name[: -len(".weight")])
+            w = dense.get(name, w)  # a tuned norm weight
             writer.add({name: w.to(dtype) if w.is_floating_point() else w})
         del w
     bar.close()
