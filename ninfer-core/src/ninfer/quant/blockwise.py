@@ -43,8 +43,8 @@ class _Block:
         cfg = llm.config
         blk = llm.model.layers[i]
         if cfg.layer_types[i] != "full_attention" or cfg.attn_output_gate or cfg.norm_zero_centered:
-            raise NinferError("--method round supports Llama-family decoders (full attention, plain RMSNorm); "
-                              f"{cfg.architecture} layer {i} is not one.")
+            raise NinferError("--method round and --tune-steps support Llama-family decoders (full attention, plain "
+                              f"RMSNorm); {cfg.architecture} layer {i} is not one.")
         a = blk.mixer
         self.cfg, self.hq, self.hk, self.d = cfg, a.hq, a.hk, a.d
         f = lambda t: None if t is None else t.detach().float().cpu()  # noqa: E731

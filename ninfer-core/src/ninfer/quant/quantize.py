@@ -217,13 +217,13 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
         raise NinferError(f"--group-size must be 32, 64 or 128, got {group_size}.")
     if method not in ("rtn", "gptq", "clip", "round"):
         raise NinferError(f"--method must be rtn, gptq, clip or round, got {method!r}.")
+    tune = tune_options if tune_options and tune_options.get("steps") else None
+    if tune and calibration is None:
+        raise NinferError("Tuning (--tune-steps) needs --calibration FILE (a few thousand tokens of typical text).")
     if os.path.exists(dst) and os.listdir(dst):
         raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
     ckpt = open_checkpoint(src)
     os.makedirs(dst, exist_ok=True)
-    tune = tune_options if tune_options and tune_options.get("steps") else None
-    if tune and calibration is None:
-        raise NinferError("Tuning (--tune-steps) needs --calibration FILE (a few thousand tokens of typical text).")
     hessians = importance = learned = None
     dense: dict = {}
     if method == "round" or tune:
