@@ -221,6 +221,36 @@ def _kl(lp_fp: torch.Tensor, lp_q: torch.Tensor) -> torch.Tensor:
     return (lp_fp.exp() * (lp_fp - lp_q)).sum(-1).mean()
 
 
+class _EarlyStop:
+    """Judgements of a tuning on held-out windows: ``held()`` at the start and after every ``every``-th step (and
+    the last), the best state (``snapshot()``) kept, a stop after ``patience`` judgements without a gain; each
+    judgement logged as "<label> step i/n: ..." and the outcome as "<label>: held-out KL a -> b (step k of m run)"."""
+
+    def __init__(self, held, snapshot, steps: int, every: int, patience: int, label: str, log):
+        self.held, self.snapshot, self.steps, self.every, self.patience = held, snapshot, steps, every, patience
+        self.label, self.log, self.t0 = label, log, time.time()
+        self.first = self.best = held()
+        self.snap, self.step, self.since = snapshot(), 0, 0
+
+    def judge(self, it: int, train_kl: float) -> bool:
+        """After step ``it`` (from 0) with calibration KL ``train_kl``: True when the tuning should stop."""
+        if (it + 1) % self.every and it + 1 != self.steps:
+            return False
+        h = self.held()
+        if h < self.best:
+            self.best, self.snap, self.step, self.since = h, self.snapshot(), it + 1, 0
+        else:
+            self.since += 1
+        self.log(f"{self.label} step {it + 1}/{self.steps}: calibration KL {train_kl:.4f}, held-out KL {h:.4f} "
+                 f"(best {self.best:.4f} at step {self.step}; {time.time() - self.t0:.0f} s)")
+        return self.since >= self.patience
+
+    def finish(self, steps_run: int) -> dict:
+        self.log(f"{self.label}: held-out KL {self.first:.4f} -> {self.best:.4f} (step {self.step} of {steps_run} run; "
+                 f"{time.time() - self.t0:.0f} s)")
+        return {"held_before": self.first, "held_after": self.best, "best_step": self.step, "steps_run": steps_run}
+
+
 def _e2e(model: _Model, learns: list[dict], X: torch.Tensor, X_hold: torch.Tensor, steps: int, batch: int,
          lr: float, every: int, patience: int, gen, log) -> dict:
     """End-to-end stage: every block's rounding offsets and scale factors (zero points fixed) tuned jointly by
@@ -245,9 +275,8 @@ def _e2e(model: _Model, learns: list[dict], X: torch.Tensor, X_hold: torch.Tenso
     def snapshot():
         return [{n: lw.snapshot() for n, lw in learn.items()} for learn in learns]
 
-    t0 = time.time()
-    first = best = held_kl()
-    best_snap, best_step, since, losses = snapshot(), 0, 0, []
+    stop = _EarlyStop(held_kl, snapshot, steps, every, patience, "e2e", log)
+    losses = []
     for it in range(steps):
         rows = torch.randperm(X.shape[0], generator=gen)[:batch]
         loss = _kl(lp_fp[rows], model(X[rows], weights()))
@@ -263,23 +292,12 @@ def _e2e(model: _Model, learns: list[dict], X: torch.Tensor, X_hold: torch.Tenso
                     lw.v.clamp_(-0.5, 0.5)
                     lw.m -= step * lw.m.grad.sign()
                     lw.m.clamp_(0.5, 1.5)
-        if (it + 1) % every == 0 or it + 1 == steps:
-            h = held_kl()
-            if h < best:
-                best, best_snap, best_step, since = h, snapshot(), it + 1, 0
-            else:
-                since += 1
-            log(f"e2e step {it + 1}/{steps}: calibration KL {sum(losses[-every:]) / len(losses[-every:]):.4f}, "
-                f"held-out KL {h:.4f} (best {best:.4f} at step {best_step}; {time.time() - t0:.0f} s)")
-            if since >= patience:
-                break
-    for learn, snap in zip(learns, best_snap):
+        if stop.judge(it, sum(losses[-every:]) / len(losses[-every:])):
+            break
+    for learn, snap in zip(learns, stop.snap):
         for n, lw in learn.items():
             lw.load(snap[n])
-    steps_run = it + 1 if steps else 0
-    log(f"e2e: held-out KL {first:.4f} -> {best:.4f} (step {best_step} of {steps_run} run; {time.time() - t0:.0f} s)")
-    return {"held_before": first, "held_after": best, "best_step": best_step, "steps_run": steps_run,
-            "train_kl": losses}
+    return dict(stop.finish(it + 1 if steps else 0), train_kl=losses)
 
 
 def _sayer(log, progress: bool):

@@ -17,11 +17,10 @@ On SmolLM2-135M at int4 g128 it halves the KL of ``clip`` on held-out prose (ben
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import torch
 
-from .blockwise import _Block, _kl, _Model, _sayer, _windows
+from .blockwise import _Block, _EarlyStop, _kl, _Model, _sayer, _windows
 from .layout import QuantWeight, codes_of
 
 
@@ -115,32 +114,23 @@ def tune_scales_and_norms(llm, weights: list, calibration: list[int], window: in
         return [t.detach().clone() for t in params + d]
 
     gen = torch.Generator().manual_seed(seed)
-    t0 = time.time()
-    first = best = held_kl()
-    best_snap, best_step, since, it = snapshot(), 0, 0, -1
+    stop = _EarlyStop(held_kl, snapshot, steps, every, patience, "tune", say)
+    it = -1
     for it in range(steps):
         rows = torch.randperm(len(X), generator=gen)[:batch]
         loss = _kl(lp_fp[rows], model(X[rows], quantised()))
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if (it + 1) % every == 0 or it + 1 == steps:
-            h = held_kl()
-            if h < best:
-                best, best_snap, best_step, since = h, snapshot(), it + 1, 0
-            else:
-                since += 1
-            say(f"tune step {it + 1}/{steps}: calibration KL {loss.item():.4f}, held-out KL {h:.4f} "
-                f"(best {best:.4f} at step {best_step}; {time.time() - t0:.0f} s)")
-            if since >= patience:
-                break
+        if stop.judge(it, loss.item()):
+            break
     with torch.no_grad():
-        for t, s in zip(params + d, best_snap):
+        for t, s in zip(params + d, stop.snap):
             t.copy_(s)
         apply()
-    say(f"tune: held-out KL {first:.4f} -> {best:.4f} (step {best_step} of {it + 1} run; {time.time() - t0:.0f} s)")
+    outcome = stop.finish(it + 1)
     if report is not None:
-        report.update(held_before=first, held_after=best, best_step=best_step, steps_run=it + 1)
+        report.update(outcome)
     out = [(blk.linears[n], scales[i][n].quant_weight()) for i, blk in enumerate(blocks) for n in blk.linears]
     order = {id(lin): j for j, (lin, _) in enumerate(weights)}
     out.sort(key=lambda p: order[id(p[0])])
