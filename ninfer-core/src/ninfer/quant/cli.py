@@ -40,7 +40,7 @@ KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
               help="After any --method: steps of Adam that tune every group's scale and every RMSNorm weight end to end "
                    "on KL(float model || quantised model) over --tune-windows windows of 256 calibration tokens, the "
                    "codes kept (needs --calibration; early-stopped on the --tune-holdout windows after them; on "
-                   "SmolLM2 int4 g128, 15 steps halve clip's KL on held-out text, bench/RESULTS.md). 0: none.")
+                   "SmolLM2 int4 g128, 15 steps cut clip's KL on held-out text by 41%, bench/RESULTS.md). 0: none.")
 @click.option("--tune-windows", type=int, default=16, show_default=True,
               help="--tune-steps: calibration windows of 256 tokens that train the tuning.")
 @click.option("--tune-holdout", type=int, default=3, show_default=True,
