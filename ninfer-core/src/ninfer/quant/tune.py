@@ -122,6 +122,9 @@ def tune_scales_and_norms(llm, weights: list, calibration: list[int], window: in
         opt.zero_grad()
         loss.backward()
         opt.step()
+        with torch.no_grad():
+            for e in params:  # a scale stays within half to 1.5 times its start (as learned rounding's factor)
+                e.clamp_(-0.5, 0.5)
         if stop.judge(it, loss.item()):
             break
     with torch.no_grad():
