@@ -45,6 +45,7 @@ def main(argv: list[str]) -> None:
     from ninfer.quant import methods as M
     from ninfer.quant.evaluate import _swapped
     from ninfer.quant.layout import dequantize
+    from ninfer.quant.perplexity import log_probabilities
 
     calib_tokens = int(os.environ.get("CALIB_TOKENS", "8192"))
     llm = LLM(max_context=2048, progress=False)
@@ -55,14 +56,8 @@ def main(argv: list[str]) -> None:
     with open(ALICE, encoding="utf-8") as f:
         held = llm.tokenizer.encode(f.read())[HELD_OUT]
 
-    @torch.inference_mode()
     def logprobs(tokens=ids):
-        runner = llm.runner
-        runner.reset()
-        hidden = runner.forward(tokens[:-1], "prefill")
-        out = torch.log_softmax(llm.model.logits(hidden).float(), -1)
-        runner.reset()
-        return out
+        return log_probabilities(llm, tokens)
 
     base, base_h = logprobs(), logprobs(held)
     tgt, tgt_h = torch.tensor(ids[1:]), torch.tensor(held[1:])

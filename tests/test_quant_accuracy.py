@@ -24,7 +24,7 @@ from ninfer.quant.evaluate import (
     round_weights,
     rtn_weights,
 )
-from ninfer.quant.perplexity import negative_log_likelihoods
+from ninfer.quant.perplexity import log_probabilities, negative_log_likelihoods
 
 TEXT = os.path.join(os.path.dirname(__file__), "data", "declaration_of_independence.txt")
 CALIBRATION = os.path.join(os.path.dirname(__file__), "data", "alice_in_wonderland_ch1-2.txt")  # never the TEXT
@@ -57,14 +57,8 @@ def table(llm, ids):
         return math.exp(float(negative_log_likelihoods(llm, tokens).mean()))
 
     @torch.inference_mode()
-    def logprobs(tokens):
-        llm.runner.reset()
-        out = torch.log_softmax(llm.model.logits(llm.runner.forward(tokens[:-1], "prefill")).float(), -1)
-        llm.runner.reset()
-        return out
-
     def kl(base_lp, tokens):  # mean per-token KL(fp32 model || this model) of the next-token distributions
-        lp = logprobs(tokens)
+        lp = log_probabilities(llm, tokens)
         return float((base_lp.exp() * (base_lp - lp)).sum(-1).mean())
 
     rows = {BASE: ppl()}
@@ -84,7 +78,7 @@ def table(llm, ids):
         alice = llm.tokenizer.encode(f.read())
     calibration, held_out = alice[:CALIBRATION_TOKENS], alice[HELD_OUT]
     held = {BASE: ppl(held_out)}
-    base_lp, base_lp_h = logprobs(ids), logprobs(held_out)
+    base_lp, base_lp_h = log_probabilities(llm, ids), log_probabilities(llm, held_out)
     kls = {}
     with clip_weights(llm, calibration, 4, 128):  # asymmetric clip: +23.9%, no gain here (bench/RESULTS.md)
         rows["weights int4 g128 clip"], held["weights int4 g128 clip"] = ppl(), ppl(held_out)

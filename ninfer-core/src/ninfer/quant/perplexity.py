@@ -33,6 +33,17 @@ def negative_log_likelihoods(llm, ids: list[int], chunk: int = 512) -> torch.Ten
     return torch.cat(out)
 
 
+@torch.inference_mode()
+def log_probabilities(llm, ids: list[int]) -> torch.Tensor:
+    """float32 [n-1, V]: log p(. | ids[:i+1]) for every prefix, from one prefill of ids[:-1] on an empty cache."""
+    runner = llm.runner
+    runner.reset()
+    try:
+        return torch.log_softmax(llm.model.logits(runner.forward(ids[:-1], "prefill")).float(), dim=-1)
+    finally:
+        runner.reset()
+
+
 def perplexity(llm, text: str) -> float:
     ids = llm.tokenizer.encode(text)  # no BOS: the first token is context only, never scored
     if len(ids) < 2:
