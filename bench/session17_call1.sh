@@ -9,11 +9,11 @@
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s17a/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,power.max_limit --format=csv,noheader
-timeout 90 python bench/load_order.py  # do a warp's loads return in order? (the hypothesis the forms below test)
+timeout 50 python bench/load_order.py  # do a warp's loads return in order? (the hypothesis the forms below test)
 D="default (per tile 1..8 tokens, split 9..16)"
 V="$D;one token, B columns 1-7 zero;diag: loads only;diag: products only (weights from L1)"
 V="$V;next burst in flight, activations after it (PIPE);PIPE + XFIRST, 96 / 80 registers"
 V="$V;PIPE + XFIRST, 128 / 96 registers;PIPE + XFIRST, bursts of 2, 72 / 64 registers"
 V="$V;PIPE + XFIRST, bursts of 2, 64 / 64 registers;persistent blocks (QMV_PERSIST);persistent blocks, 96 registers;$D"
 timeout 330 python bench/quant.py --parts gemv --no-qgemv --layers 8 --widths 1 --power 2 --variants "$V" 2>&1 | grep -E "^\||power|FAILED|Error|bandwidth|Traceback"
-timeout 200 python -m pytest -q -p no:cacheprovider tests/gpu/test_quant_kernels.py -k persistent 2>&1 | tail -15
+timeout 170 python -m pytest -q -p no:cacheprovider tests/gpu/test_quant_kernels.py -k persistent 2>&1 | tail -15
