@@ -41,6 +41,18 @@ def test_run_answers_on_stdout_with_timings_on_stderr():
     assert "prefill" in r.stderr and "decode" in r.stderr and "tok/s" in r.stderr and "loaded" in r.stderr
 
 
+def test_run_with_int8_kv_and_int8_lm_head_says_what_it_loaded():
+    r = ninfer("run", "What is the capital of France?", "--max-tokens", "16", "--kv-cache", "int8", "--lm-head", "int8",
+               "--max-context", "auto")
+    assert r.returncode == 0, r.stderr
+    assert "Paris" in r.stdout
+    assert "int8 KV, lm_head int8" in r.stderr
+
+
+def test_unknown_lm_head_format():
+    assert_one_line_error(ninfer("run", "hi", "--lm-head", "int3"), "--lm-head", "int3")
+
+
 def test_missing_model_path():
     assert_one_line_error(ninfer("run", "hi", "--model", "/no/such/model"), "does not exist")
 
@@ -94,6 +106,13 @@ def test_bench_json_reports_both_phases(tiny_dir):
     assert r.returncode == 0, r.stderr
     run = json.loads(r.stdout)["runs"][0]
     assert run["prefill_tok_s"] > 0 and run["decode_tok_s"] > 0 and run["new_tokens"] == 8
+
+
+def test_bench_times_the_formats_it_is_given(tiny_dir):
+    r = ninfer("bench", "--model", tiny_dir, "--prompt-tokens", "16", "--new-tokens", "8", "--json",
+               "--kv-cache", "int4", "--lm-head", "int8")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["formats"] == "int4 KV, lm_head int8"
 
 
 def test_chat_keeps_history():

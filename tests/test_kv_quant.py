@@ -213,6 +213,35 @@ def test_max_context_auto_uses_the_planner(llm_int8):
     assert big == cfg.max_position_embeddings
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_max_context_auto_counts_a_quantised_lm_head(tied, tmp_path):
+    """--max-context auto with --lm-head int8: the planner counts what the loaded model really holds. SmolLM2 is
+    tied (the int8 lm_head comes on top of the dense embedding); the tiny Llama is not (it replaces the dense one,
+    ~190 bytes a row less: ~750 tokens of this budget at vocabulary 1024)."""
+    from ninfer.llm import LLM
+    from ninfer.models import ARCHITECTURES
+    from ninfer.quant.capacity import auto_max_context, workspace_bytes
+    from ninfer.quant.layout import QuantWeight
+    from ninfer_testing import make_tiny_checkpoint
+
+    if not tied:
+        make_tiny_checkpoint("llama", str(tmp_path), vocab_size=1024, max_position_embeddings=4096)
+    llm = LLM(model=None if tied else str(tmp_path), kv_cache="int8", max_context=64, progress=False,
+              quantize_lm_head="int8")
+    assert isinstance(llm.model.lm_head.weight, QuantWeight) and llm.config.tie_word_embeddings == tied
+    cfg = llm.config
+    arch = ARCHITECTURES[cfg.architecture]
+    held = {id(t): t.numel() * t.element_size() for t in _tensors(llm.model)}
+    per_tok = bytes_per_token("int8", cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, torch.float32) + cfg.rotary_dim * 4
+    budget = sum(held.values()) + workspace_bytes(cfg, torch.float32) + 1000 * per_tok
+    kw = dict(budget=budget)
+    planned = auto_max_context(llm.checkpoint, cfg, arch, torch.device("cpu"), torch.float32, "int8", lm_head="int8",
+                               **kw)
+    assert 1000 - 128 <= planned <= 1000
+    dense = auto_max_context(llm.checkpoint, cfg, arch, torch.device("cpu"), torch.float32, "int8", **kw)
+    assert (dense > 1000) if tied else (dense < 1000 - 128)  # the dense count over- / under-plans
+
+
 def _tensors(obj, seen=None):
     seen = set() if seen is None else seen
     if isinstance(obj, torch.Tensor):

@@ -193,3 +193,17 @@ def test_queue_bound_429_keepalive_comments_and_disconnect_stops_generation(serv
     m = server.wait_idle(KEY)
     assert m["recent"][-1]["finish_reason"] == "cancelled" and m["recent"][-1]["generated_tokens"] < LONG
     assert client.chat.completions.create(model="smol", messages=MSGS, max_tokens=2).choices
+
+
+def test_serve_takes_the_kv_and_lm_head_formats_and_auto_context():
+    s = Server("--kv-cache", "int8", "--lm-head", "int8", "--max-context", "auto")  # the last --max-context wins
+    try:
+        s.log.seek(0)
+        started = s.log.read()
+        assert "int8 KV, lm_head int8" in started and "context 8192 tokens" in started, started  # SmolLM2's limit
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0, timeout=120)
+        out = client.chat.completions.create(model=client.models.list().data[0].id, max_tokens=16, temperature=0,
+                                             messages=[{"role": "user", "content": "What is the capital of France?"}])
+        assert "Paris" in out.choices[0].message.content
+    finally:
+        s.stop()

@@ -43,10 +43,11 @@ def _timed_transformers(path: str, prompt: list[int], new: int, device: torch.de
             "prefill_tok_s": len(prompt) / tp, "decode_tok_s": (new - 1) / max(tt - tp, 1e-9)}
 
 
-def run_bench(model, backend, max_context, prompt_tokens: int, new_tokens: int, peer: str) -> dict:
+def run_bench(model, backend, max_context, prompt_tokens: int, new_tokens: int, peer: str, llm=None) -> dict:
+    """``llm``: the loaded model to time (``ninfer bench`` passes one built with its KV and lm_head formats)."""
     from .llm import LLM
 
-    llm = LLM(model=model, backend=backend, max_context=max_context, progress=False)
+    llm = llm or LLM(model=model, backend=backend, max_context=max_context, progress=False)
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(100, llm.config.vocab_size, (prompt_tokens,), generator=g).tolist()
     runs = [_timed_ninfer(llm, prompt, new_tokens)]

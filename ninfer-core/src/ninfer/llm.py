@@ -70,7 +70,7 @@ class LLM:
             from .quant.capacity import auto_max_context
 
             max_context = auto_max_context(ckpt, cfg, ARCHITECTURES[cfg.architecture], dev, self.dtype,
-                                           self.kv_cache, quantized_weights)
+                                           self.kv_cache, quantized_weights, lm_head=quantize_lm_head)
         self.max_context = min(max_context or (8192 if dev.type == "cpu" else 32768), cfg.max_position_embeddings)
         if self.max_context < 2:
             raise NinferError(f"max_context must be at least 2 tokens, got {self.max_context}.")

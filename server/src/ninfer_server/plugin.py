@@ -8,20 +8,19 @@ import os
 import click
 
 from ninfer import hookimpl
+from ninfer.cli import describe_formats, load_llm, load_options
 
 
 @hookimpl
 def ninfer_register_commands(cli):
     @cli.command()
-    @click.option("--model", "-m", default=None, help="HF model directory or .gguf file (default: SmolLM2-135M).")
-    @click.option("--backend", default="auto", show_default=True, help="Backend name, or auto.")
+    @load_options
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; 0.0.0.0 for all.")
     @click.option("--port", default=8000, show_default=True, type=int)
     @click.option("--api-key", envvar="NINFER_API_KEY", default=None,
                   help="Require this key on every route but /health (env NINFER_API_KEY).")
     @click.option("--served-model-name", multiple=True,
                   help="Name clients ask for (repeat for aliases; default: the model file's name).")
-    @click.option("--max-context", type=int, default=None, help="Context length to reserve KV cache for.")
     @click.option("--max-queue", type=int, default=16, show_default=True,
                   help="Requests that may wait behind the running one; more get 429.")
     @click.option("--draft", default=None, help='Speculative drafters, e.g. "lookup", "mtp:3".')
@@ -31,8 +30,6 @@ def ninfer_register_commands(cli):
         """Serve a model over OpenAI- and Anthropic-compatible HTTP."""
         import uvicorn
 
-        from ninfer.llm import LLM
-
         from .app import create_app
         from .common import ServerState
         from .worker import EngineWorker
@@ -41,9 +38,9 @@ def ninfer_register_commands(cli):
             raise click.BadParameter("must be at least 1", param_hint="--max-queue")
         logging.basicConfig(level=os.environ.get("NINFER_LOG_LEVEL", "INFO"))
         kw = {"draft": draft} if draft is not None else {}
-        llm = LLM(model=model, backend=backend, max_context=max_context, progress=False, **kw)
+        llm = load_llm(model, backend, max_context, progress=False, **kw)
         names = list(served_model_name) or [llm.model_name]
         state = ServerState(llm, EngineWorker(llm, max_queue), names, api_key or None, keepalive)
-        click.echo(f"serving {names[0]} ({llm.backend}, context {llm.max_context}) on http://{host}:{port}",
-                   err=True)
+        click.echo(f"serving {names[0]} ({llm.backend}, context {llm.max_context} tokens, {describe_formats(llm)}) "
+                   f"on http://{host}:{port}", err=True)
         uvicorn.run(create_app(state), host=host, port=port, timeout_keep_alive=75, log_level="warning")

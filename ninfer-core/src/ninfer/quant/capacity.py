@@ -41,6 +41,30 @@ def weight_bytes(checkpoint, dtype: torch.dtype, keep_gguf: bool = True) -> int:
     return total  # a tied lm_head reads the embedding table in place: counted once
 
 
+def lm_head_quant_delta(checkpoint, cfg, dtype: torch.dtype, fmt: str | None, keep_gguf: bool = True) -> int:
+    """Bytes ``LLM(quantize_lm_head=fmt)`` adds to ``weight_bytes`` (negative: saves): a dense lm_head becomes
+    grouped-int codes plus a 16-bit scale a group (ninfer.quant.load.quantize_lm_head); a tied one keeps the
+    embedding dense for the lookup, so the codes come on top; one stored quantised already is left as it is."""
+    from .layout import group_for
+    from .load import LM_HEAD_FORMATS
+
+    if not fmt:
+        return 0
+    rows, cols = cfg.vocab_size, cfg.hidden_size
+    g = group_for(cols, 128)
+    if g is None:
+        return 0  # quantize_lm_head refuses it at load
+    quant = rows * cols * LM_HEAD_FORMATS[fmt] // 8 + rows * (cols // g) * 2
+    names = set(checkpoint.tensor_names())
+    if "lm_head.weight" not in names:
+        return quant  # tied: the embedding stays as it is
+    if "lm_head" in getattr(checkpoint, "_modules", set()) or (
+            keep_gguf and hasattr(checkpoint, "tensor_info")
+            and checkpoint.tensor_type("lm_head.weight") in ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")):
+        return 0  # quantised in the checkpoint: quantize_lm_head leaves it
+    return quant - rows * cols * torch.empty((), dtype=dtype).element_size()
+
+
 def _stored_nbytes(checkpoint, name: str) -> int:
     sl = checkpoint._handle(checkpoint._files[name]).get_slice(name)
     n = 1
@@ -109,10 +133,13 @@ def device_budget(device: torch.device) -> int:
 
 
 def auto_max_context(checkpoint, cfg, arch, device: torch.device, dtype: torch.dtype, kv_format: str,
-                     keep_quantized: bool | None = None, budget: int | None = None) -> int:
-    """``--max-context auto``: plan against this device's free memory (or ``budget`` bytes)."""
+                     keep_quantized: bool | None = None, budget: int | None = None,
+                     lm_head: str | None = None) -> int:
+    """``--max-context auto``: plan against this device's free memory (or ``budget`` bytes); ``lm_head``: the
+    ``quantize_lm_head`` format the model will load with."""
     keep_gguf = keep_quantized is True or (keep_quantized is None and device.type != "cpu")
-    weights = weight_bytes(checkpoint, dtype, keep_gguf)
+    weights = weight_bytes(checkpoint, dtype, keep_gguf) + lm_head_quant_delta(checkpoint, cfg, dtype, lm_head,
+                                                                                keep_gguf)
     state = arch.state_bytes(cfg) if hasattr(arch, "state_bytes") else 0
     capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
     return plan_max_context(cfg, budget if budget is not None else device_budget(device), kv_format, weights,

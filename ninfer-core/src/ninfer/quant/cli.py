@@ -96,7 +96,9 @@ def eval_group():
 @click.option("--kv-cache", default="bf16", show_default=True,
               help=f"KV format, or several comma-separated ({', '.join(KV_CHOICES)}) for a table from one load.")
 @click.option("--max-context", type=int, default=None)
-def ppl(file, model, backend, kv_cache, max_context):
+@click.option("--lm-head", type=click.Choice(["dense", "int8", "int4"]), default="dense", show_default=True,
+              help="lm_head as stored, or grouped int8 / int4 at load (LLM(quantize_lm_head=...)).")
+def ppl(file, model, backend, kv_cache, max_context, lm_head):
     """Perplexity of the text in FILE."""
     from ..errors import NinferError
     from ..llm import LLM
@@ -108,7 +110,8 @@ def ppl(file, model, backend, kv_cache, max_context):
         raise NinferError(f"--kv-cache {kv_cache!r} is not a list of {', '.join(KV_CHOICES)}.")
     with open(file, encoding="utf-8") as f:
         text = f.read()
-    llm = LLM(model=model, backend=backend, max_context=max_context, kv_cache=formats[0])
+    llm = LLM(model=model, backend=backend, max_context=max_context, kv_cache=formats[0],
+              quantize_lm_head=None if lm_head == "dense" else lm_head)
     n = len(llm.tokenizer.encode(text))
     for fmt in formats:
         if fmt == formats[0]:
