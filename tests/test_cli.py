@@ -127,3 +127,30 @@ def test_chat_keeps_history():
     assert len(turns) == 2
     # the second prompt holds the first prompt, the first answer and the new question
     assert turns[1][0] > turns[0][0] + turns[0][1] + 5
+
+
+def test_eval_ppl_reports_each_kv_format_and_the_lm_head(tmp_path):
+    """`ninfer eval ppl`: one line per KV format from one load; --lm-head int8 changes the figure a little (the
+    option took effect), and the dense figure is the Python API's."""
+    import re
+
+    from ninfer.llm import LLM
+
+    src = os.path.join(os.path.dirname(__file__), "data", "declaration_of_independence.txt")
+    with open(src, encoding="utf-8") as f:
+        text = f.read()[:2500]
+    path = tmp_path / "text.txt"
+    path.write_text(text, encoding="utf-8")
+
+    def ppl(*args):
+        r = ninfer("eval", "ppl", str(path), *args)
+        assert r.returncode == 0, r.stderr
+        return {m[0] + m[1]: float(m[2]) for m in
+                re.findall(r"kv=(\S+)\s+(lm_head=\S+)?\s*tokens=\d+\s+perplexity=([\d.]+)", r.stdout)}
+
+    dense = ppl("--kv-cache", "bf16,int8")
+    head = ppl("--lm-head", "int8")
+    assert set(dense) == {"bf16", "int8"} and set(head) == {"bf16lm_head=int8"}
+    assert dense["bf16"] == pytest.approx(LLM(progress=False).perplexity(text), abs=1e-4)
+    assert dense["int8"] != dense["bf16"] and abs(dense["int8"] / dense["bf16"] - 1) < 0.01
+    assert head["bf16lm_head=int8"] != dense["bf16"] and abs(head["bf16lm_head=int8"] / dense["bf16"] - 1) < 0.01

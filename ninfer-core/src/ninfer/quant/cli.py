@@ -119,4 +119,5 @@ def ppl(file, model, backend, kv_cache, max_context, lm_head):
         else:
             with kv_format(llm, fmt):
                 value = llm.perplexity(text)
-        click.echo(f"{llm.model_name}  kv={fmt:10s}  tokens={n}  perplexity={value:.4f}")
+        head = "" if lm_head == "dense" else f"  lm_head={lm_head}"
+        click.echo(f"{llm.model_name}  kv={fmt:10s}{head}  tokens={n}  perplexity={value:.4f}")
