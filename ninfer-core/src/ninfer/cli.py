@@ -18,7 +18,8 @@ def load_options(f):
                      expose_value=False, callback=_remember,
                      help="lm_head as the checkpoint stores it (dense), or grouped int8 / int4 (group 128) at "
                           "load: int8 halves the largest matrix a 27B W4A16 decode step reads, for -0.09% perplexity "
-                          "on SmolLM2 (int4: +13%; bench/RESULTS.md).")(f)
+                          "on SmolLM2 (int4: +13%; bench/RESULTS.md). For GPUs: the CPU's reference path "
+                          "dequantises it every step, slower than dense.")(f)
     f = click.option("--kv-cache", type=click.Choice(["auto", "bf16", "int8", "int4"]), default="auto",
                      expose_value=False, callback=_remember, help="KV cache format.")(f)
     f = click.option("--max-context", type=_CONTEXT, default=None,
@@ -222,13 +223,14 @@ def bench(model, backend, max_context, max_tokens, temperature, seed, prompt_tok
 
     llm = load_llm(model, backend, max_context, progress=False)
     res = run_bench(model, backend, max_context, prompt_tokens, new_tokens, peer, llm=llm)
-    res["formats"] = describe_formats(llm)
+    res["formats"] = describe_formats(llm)  # ninfer's; a peer runs the checkpoint as stored
     if as_json:
         click.echo(json.dumps(res, indent=2))
         return
     for r in res["runs"]:
         click.echo(f"{r['engine']:14s} prefill {r['prefill_tok_s']:9.1f} tok/s   decode {r['decode_tok_s']:8.1f} tok/s"
-                   f"   ({r['prompt_tokens']} prompt, {r['new_tokens']} new, {res['device']}, {res['formats']})")
+                   f"   ({r['prompt_tokens']} prompt, {r['new_tokens']} new, {res['device']}"
+                   + (f", {res['formats']})" if r["engine"].startswith("ninfer") else ")"))
 
 
 @cli.command()
