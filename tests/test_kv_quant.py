@@ -217,7 +217,7 @@ def test_max_context_auto_uses_the_planner(llm_int8):
 def test_max_context_auto_counts_a_quantised_lm_head(tied, tmp_path):
     """--max-context auto with --lm-head int8: the planner counts what the loaded model really holds. SmolLM2 is
     tied (the int8 lm_head comes on top of the dense embedding); the tiny Llama is not (it replaces the dense one,
-    ~190 bytes a row less: ~750 tokens of this budget at vocabulary 1024)."""
+    ~190 bytes a row less: ~700 tokens of this budget at vocabulary 1024)."""
     from ninfer.llm import LLM
     from ninfer.models import ARCHITECTURES
     from ninfer.quant.capacity import auto_max_context, workspace_bytes
