@@ -33,12 +33,18 @@ def weight_bytes(checkpoint, dtype: torch.dtype, keep_gguf: bool = True) -> int:
         module = name[: -len(".weight")]
         if stored is not None and module in quant_modules:  # compressed-tensors / GPTQ: stored parts
             total += sum(_stored_nbytes(checkpoint, p) for p in stored if p.startswith(module + "."))
-        elif keep_gguf and hasattr(checkpoint, "tensor_info") and len(shape) == 2 and \
-                checkpoint.tensor_type(name) in ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"):
+        elif len(shape) == 2 and _gguf_kept(checkpoint, name, keep_gguf):
             total += checkpoint.tensor_info(name).nbytes
         else:
             total += n * elt
     return total  # a tied lm_head reads the embedding table in place: counted once
+
+
+def _gguf_kept(checkpoint, name: str, keep_gguf: bool) -> bool:
+    """Whether a GGUF tensor stays quantised on the device (ninfer.quant.gguf_repack.KEPT_QUANTISED)."""
+    from .gguf_repack import KEPT_QUANTISED
+
+    return keep_gguf and hasattr(checkpoint, "tensor_info") and checkpoint.tensor_type(name) in KEPT_QUANTISED
 
 
 def lm_head_quant_delta(checkpoint, cfg, dtype: torch.dtype, fmt: str | None, keep_gguf: bool = True) -> int:
@@ -58,9 +64,7 @@ def lm_head_quant_delta(checkpoint, cfg, dtype: torch.dtype, fmt: str | None, ke
     names = set(checkpoint.tensor_names())
     if "lm_head.weight" not in names:
         return quant  # tied: the embedding stays as it is
-    if "lm_head" in getattr(checkpoint, "_modules", set()) or (
-            keep_gguf and hasattr(checkpoint, "tensor_info")
-            and checkpoint.tensor_type("lm_head.weight") in ("Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K")):
+    if "lm_head" in getattr(checkpoint, "_modules", set()) or _gguf_kept(checkpoint, "lm_head.weight", keep_gguf):
         return 0  # quantised in the checkpoint: quantize_lm_head leaves it
     return quant - rows * cols * torch.empty((), dtype=dtype).element_size()
 

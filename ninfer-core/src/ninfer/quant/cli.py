@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..cli import LM_HEAD_CHOICES, lm_head_format
+
 KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
 
 
@@ -96,7 +98,7 @@ def eval_group():
 @click.option("--kv-cache", default="bf16", show_default=True,
               help=f"KV format, or several comma-separated ({', '.join(KV_CHOICES)}) for a table from one load.")
 @click.option("--max-context", type=int, default=None)
-@click.option("--lm-head", type=click.Choice(["dense", "int8", "int4"]), default="dense", show_default=True,
+@click.option("--lm-head", type=click.Choice(LM_HEAD_CHOICES), default="dense", show_default=True,
               help="lm_head as stored, or grouped int8 / int4 at load (LLM(quantize_lm_head=...)).")
 def ppl(file, model, backend, kv_cache, max_context, lm_head):
     """Perplexity of the text in FILE."""
@@ -111,7 +113,7 @@ def ppl(file, model, backend, kv_cache, max_context, lm_head):
     with open(file, encoding="utf-8") as f:
         text = f.read()
     llm = LLM(model=model, backend=backend, max_context=max_context, kv_cache=formats[0],
-              quantize_lm_head=None if lm_head == "dense" else lm_head)
+              quantize_lm_head=lm_head_format(lm_head))
     n = len(llm.tokenizer.encode(text))
     for fmt in formats:
         if fmt == formats[0]:
