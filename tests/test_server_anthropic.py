@@ -86,10 +86,30 @@ def test_forced_tool_use(client):
     full = client.messages.create(**kw)
     use = [b for b in full.content if b.type == "tool_use"]
     assert use and use[0].name == "get_weather" and isinstance(use[0].input, dict)
+    assert use[0].id.startswith("toolu_")  # Anthropic's spelling of a tool-use id
     assert full.stop_reason in ("tool_use", "max_tokens")
     with client.messages.stream(**kw) as stream:
         final = stream.get_final_message()
     assert [b.type for b in final.content] == [b.type for b in full.content]
+    # "any" with one tool names it, so the call cannot name something else
+    anyone = client.messages.create(**{**kw, "tool_choice": {"type": "any"}})
+    assert [b.name for b in anyone.content if b.type == "tool_use"] == ["get_weather"]
+
+
+def test_a_final_assistant_message_is_a_prefill_the_answer_continues(server, client):
+    """As Anthropic's API: the answer goes on from the prefill's last character (and does not repeat it), as a
+    plain completion of the same rendered text would."""
+    start = "The capital of France is"
+    msgs = [{"role": "user", "content": "What is the capital of France?"}, {"role": "assistant", "content": start}]
+    r = client.messages.create(model="smol", max_tokens=8, messages=msgs, extra_body=GREEDY)
+    tok, template = engine_tokenizer_and_template()
+    rendered = template.render(msgs, add_generation_prompt=False)
+    prefix = rendered[:rendered.rindex(start) + len(start)]
+    ref = httpx.post(server.url + "/v1/completions", headers={"x-api-key": KEY}, timeout=60, json={
+        "model": "smol", "prompt": tok.encode(prefix), "max_tokens": 8, "temperature": 0}).json()
+    assert r.content[0].text == ref["choices"][0]["text"] and "Paris" in r.content[0].text
+    assert r.usage.input_tokens == len(tok.encode(prefix))
+    assert client.messages.count_tokens(model="smol", messages=msgs).input_tokens == len(tok.encode(prefix))
 
 
 @pytest.mark.parametrize("body,status,kind", [
@@ -105,13 +125,43 @@ def test_forced_tool_use(client):
      "not_found_error"),
     (b'{"model": "smol", "max_tokens": 5, "messages": [{"role": "system", "content": "hi"}]}', 400,
      "invalid_request_error"),
+    # each of these was a 500 (a traceback in the server) before session 20
+    (b'{"model": "smol", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}',
+     400, "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 5, "system": [{"type": "text", "text": null}], "messages": '
+     b'[{"role": "user", "content": "hi"}]}', 400, "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_result", '
+     b'"tool_use_id": "t", "content": {"a": 1}}]}]}', 400, "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_result", '
+     b'"tool_use_id": "t", "content": ["plain"]}]}]}', 400, "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", '
+     b'"content": [{"type": "thinking", "thinking": null}]}, {"role": "user", "content": "?"}]}', 400,
+     "invalid_request_error"),
+    # looser than the API before session 20 (answered 200, or named the wrong problem)
+    (b'{"model": "smol", "max_tokens": 5, "tool_choice": {"type": "tool"}, "tools": [{"name": "f", '
+     b'"input_schema": {"type": "object"}}], "messages": [{"role": "user", "content": "hi"}]}', 400,
+     "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 5, "tool_choice": {"type": "any"}, "messages": '
+     b'[{"role": "user", "content": "hi"}]}', 400, "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": 5, "temperature": 5, "messages": [{"role": "user", "content": "hi"}]}', 400,
+     "invalid_request_error"),
+    (b'{"model": "smol", "max_tokens": -1, "messages": [{"role": "user", "content": "hi"}]}', 400,
+     "invalid_request_error"),
 ])
 def test_bad_input_gets_the_right_status_and_shape_then_good_requests_work(server, client, body, status, kind):
     r = httpx.post(server.url + "/v1/messages", content=body, headers={"x-api-key": KEY}, timeout=60)
     assert r.status_code == status, r.text
+    assert "Field required" not in r.text or b'"max_tokens"' not in body  # a given max_tokens is never "missing"
     assert r.json()["type"] == "error" and r.json()["error"]["type"] == kind
     assert r.json()["error"]["message"].endswith(".")
     assert client.messages.create(model="smol", max_tokens=2, messages=MSGS).content
+
+
+def test_models_in_the_anthropic_shape(client):
+    models = list(client.models.list())
+    assert [m.id for m in models] == ["smol"] and models[0].type == "model"
+    assert models[0].display_name == "smol" and models[0].created_at.year >= 2026
+    assert client.models.retrieve("smol").id == "smol"
 
 
 def test_sdk_error_types(server, client):

@@ -140,9 +140,14 @@ def test_named_tool_choice_prefills_the_call_in_the_templates_form(setup, xml):
     assert llm.prompts[-1].endswith("<function=get_weather>\n" if xml else '{"name": "get_weather", "arguments": ')
     call = r["choices"][0]["message"]["tool_calls"][0]["function"]
     assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Oslo"}
-    llm.script = ["<tool_call>"[len("<tool_call>"):] + '\n{"name": "get_weather", "arguments": {}}\n</tool_call>']
+    # "required" with one tool: that tool is named in the prefill, so the call cannot name another
     _chat(client, tools=TOOLS, tool_choice="required")
+    assert llm.prompts[-1].endswith("<function=get_weather>\n" if xml else '{"name": "get_weather", "arguments": ')
+    two = TOOLS + [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
+    llm.script = ['\n{"name": "get_time", "arguments": {}}\n</tool_call>']
+    r = _chat(client, tools=two, tool_choice="required").json()
     assert llm.prompts[-1].endswith("<tool_call>\n")
+    assert r["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_time"
 
 
 def test_tool_choice_none_hides_tools_and_parses_nothing(setup):
@@ -175,3 +180,65 @@ def test_mid_stream_failure_ends_the_stream_with_an_error_and_the_worker_lives_o
     assert r.status_code == 400 and r.json()["error"]["message"].startswith("Token id 9")
     m = client.get("/metrics").json()
     assert m["failed"] == 3 and m["running"] is None
+
+
+def test_earlier_tool_calls_and_results_reach_a_template_that_ignores_them():
+    """SmolLM2's own template writes neither an assistant turn's tool calls nor tool results as such: the server
+    rewrites them as Qwen2.5's Hermes template does (calls in the assistant turn, a round's results in one user
+    turn), both APIs' messages alike, so an agent's model sees what it called and what came back."""
+    import msgspec
+    from test_server_harness import engine_tokenizer_and_template
+
+    from ninfer_server.anthropic_api import CountRequest, _messages
+    from ninfer_server.generation import chat_plan, sampling_params
+
+    tok, template = engine_tokenizer_and_template()
+
+    class Real:  # the real checkpoint's tokenizer and template
+        tokenizer, max_context = tok, 2048
+
+        def render_chat(self, messages, tools=None, **kw):
+            return template.render(messages, tools=tools, **kw)
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    msgs = [{"role": "user", "content": "Weather in Paris and Rome?"},
+            {"role": "assistant", "content": "Let me look.", "tool_calls": [call, {**call, "id": "call_2", "function": {
+                "name": "get_weather", "arguments": {"city": "Rome"}}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "24C"}]
+    plan = chat_plan(Real(), msgs, sampling_params(), TOOLS)
+    hermes = [msgs[0], {"role": "assistant", "content":
+                        'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
+                        '</tool_call>\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n'
+                        '</tool_call>'},
+              {"role": "user", "content": "<tool_response>\n18C\n</tool_response>\n<tool_response>\n24C\n"
+                                          "</tool_response>"}]
+    expected = template.render(_with_tools_system(hermes), add_generation_prompt=True)
+    assert tok.decode(plan.prompt_ids) == expected
+    # the same conversation through the Anthropic API's blocks gives the same prompt
+    req = msgspec.convert(dict(model="m", messages=[
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": [{"type": "text", "text": "Let me look."},
+                                          {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                                           "input": {"city": "Paris"}},
+                                          {"type": "tool_use", "id": "toolu_2", "name": "get_weather",
+                                           "input": {"city": "Rome"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
+                                     {"type": "tool_result", "tool_use_id": "toolu_2",
+                                      "content": [{"type": "text", "text": "24C"}]}]}]), CountRequest)
+    assert chat_plan(Real(), _messages(req), sampling_params(), TOOLS).prompt_ids == plan.prompt_ids
+
+
+def _with_tools_system(messages):
+    from ninfer_server.generation import _with_tool_prompt
+
+    return _with_tool_prompt(messages, TOOLS)
+
+
+def test_a_model_name_with_slashes_can_be_retrieved():
+    llm = ScriptedLLM()
+    state = ServerState(llm, EngineWorker(llm, 4), ["Qwen/Qwen3.5-27B", "m"], None, 10.0)
+    with TestClient(create_app(state)) as client:
+        assert client.get("/v1/models/Qwen/Qwen3.5-27B").json()["id"] == "Qwen/Qwen3.5-27B"
+        r = client.get("/v1/models/Qwen/other")
+        assert r.status_code == 404 and r.json()["error"]["param"] == "model"

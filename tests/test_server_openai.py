@@ -117,6 +117,24 @@ BAD = [  # (raw JSON body, status, param the error names or None)
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "n": 2}', 400, "n"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "temperature": -1}', 400, None),
     (b'[1, 2]', 400, None),
+    # each of these was a 500 (a traceback in the server) before session 20
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"tools": []}}',
+     400, "chat_template_kwargs"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": '
+     b'[{"id": "c", "type": "function", "function": "oops"}]}, {"role": "user", "content": "?"}]}',
+     400, "messages.1.tool_calls.0"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "seed": 18446744073709551621}', 400, None),
+    # looser than the API before session 20 (answered 200)
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "required"}',
+     400, "tool_choice"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2}', 400, "top_logprobs"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "temperature": 5}', 400, "temperature"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}',
+     400, "stream_options"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}',
+     400, "response_format"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "bogus"}}',
+     400, "response_format"),
 ]
 
 
@@ -207,3 +225,57 @@ def test_serve_takes_the_kv_and_lm_head_formats_and_auto_context():
         assert "Paris" in out.choices[0].message.content
     finally:
         s.stop()
+
+
+def test_logprobs_carry_each_tokens_bytes_and_ride_with_their_text(client):
+    """A character that spans tokens (Japanese here) decodes to U+FFFD token by token, so the bytes are what
+    rebuilds the text; streamed, a token's logprobs come in the chunk that carries its text."""
+    kw = dict(model="smol", messages=[{"role": "user", "content": "Say: caf\u00e9 \u2615 \u65e5\u672c"}],
+              max_tokens=12, temperature=0, logprobs=True, top_logprobs=1)
+    full = client.chat.completions.create(**kw)
+    text, lps = full.choices[0].message.content, full.choices[0].logprobs.content
+    assert any(ord(c) > 0x3000 for c in text)  # the answer has characters of several bytes
+    assert b"".join(bytes(x.bytes) for x in lps).decode() == text
+    assert all(bytes(x.top_logprobs[0].bytes) == bytes(x.bytes) for x in lps)  # greedy: the top one is the pick
+    chunks = [c for c in client.chat.completions.create(**kw, stream=True) if c.choices]
+    streamed = [x for c in chunks if c.choices[0].logprobs for x in c.choices[0].logprobs.content]
+    assert [x.bytes for x in streamed] == [x.bytes for x in lps]
+    # (the second request's prompt may come from the prefix cache: the same tokens, logprobs to float rounding)
+    assert [x.logprob for x in streamed] == pytest.approx([x.logprob for x in lps], abs=1e-4)
+    for c in chunks[1:]:  # after the role chunk: no chunk of logprobs alone, unless it is the finish
+        assert c.choices[0].delta.content or c.choices[0].finish_reason or not c.choices[0].logprobs
+
+
+def test_models_retrieve_aliases_and_completions_echo(client):
+    assert client.models.retrieve("alias").id == "alias"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-9")
+    r = client.chat.completions.create(model="alias", messages=MSGS, max_tokens=2)
+    assert r.model == "alias"  # the name asked for comes back
+    prompt = "The capital of France is"
+    plain = client.completions.create(model="smol", prompt=prompt, max_tokens=6, temperature=0, logprobs=1)
+    echoed = client.completions.create(model="smol", prompt=prompt, max_tokens=6, temperature=0, logprobs=1,
+                                       echo=True)
+    assert echoed.choices[0].text == prompt + plain.choices[0].text
+    lp = echoed.choices[0].logprobs
+    # each generated token starts where the text before it ends
+    assert [echoed.choices[0].text[o:].startswith(t) for o, t in zip(lp.text_offset, lp.tokens)] == [True] * 6
+    assert lp.text_offset[0] == len(prompt)
+    streamed = "".join(c.choices[0].text for c in client.completions.create(
+        model="smol", prompt=prompt, max_tokens=6, temperature=0, echo=True, stream=True) if c.choices)
+    assert streamed == echoed.choices[0].text
+
+
+def test_continue_final_message_goes_on_from_the_assistants_text(client):
+    """vLLM's continue_final_message: the answer continues the final assistant message, as a plain completion
+    of the same rendered text would."""
+    start = "The three colors are red,"
+    msgs = MSGS + [{"role": "assistant", "content": start}]
+    r = client.chat.completions.create(model="smol", messages=msgs, max_tokens=8, temperature=0,
+                                       extra_body={"continue_final_message": True})
+    tok, template = engine_tokenizer_and_template()
+    rendered = template.render(msgs, add_generation_prompt=False)
+    prefix = rendered[:rendered.rindex(start) + len(start)]
+    ref = client.completions.create(model="smol", prompt=tok.encode(prefix), max_tokens=8, temperature=0)
+    assert r.choices[0].message.content == ref.choices[0].text and ref.choices[0].text
+    assert r.usage.prompt_tokens == len(tok.encode(prefix))

@@ -44,6 +44,9 @@ def _byte_level_alphabet() -> dict[int, str]:
     return chars
 
 
+_BYTE_OF_CHAR = {c: b for b, c in _byte_level_alphabet().items()}
+
+
 def _gguf_pre_tokenizer(pre: str | None):
     if pre in _SPLITS:
         return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(_SPLITS[pre]), behavior="isolated"),
@@ -78,6 +81,8 @@ class Tokenizer:
             ids = (hf.token_to_id(f"<0x{b:02X}>") for b in range(256))
             self.byte_fallback_ids = frozenset(i for i in ids if i is not None)
         self.special_token_ids = frozenset(i for i, t in hf.get_added_tokens_decoder().items() if t.special)
+        self._added_ids = frozenset(hf.get_added_tokens_decoder())
+        self._byte_level = isinstance(hf.decoder, decoders.ByteLevel)
 
     # -- the contract -----------------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
@@ -91,6 +96,23 @@ class Tokenizer:
 
     def token_to_id(self, s: str) -> int | None:
         return self._hf.token_to_id(s)
+
+    def token_bytes(self, i: int) -> bytes:
+        """The bytes one token stands for (a UTF-8 character may span several tokens, so decoding a token
+        alone can give U+FFFD): what the OpenAI API's logprobs carry."""
+        tok = self.id_to_token(i)
+        if tok is None:
+            return b""
+        if int(i) in self._added_ids:
+            return tok.encode()
+        if self._byte_level and all(c in _BYTE_OF_CHAR for c in tok):
+            return bytes(_BYTE_OF_CHAR[c] for c in tok)
+        if len(tok) == 6 and tok.startswith("<0x") and tok.endswith(">"):  # SentencePiece byte fallback
+            try:
+                return bytes([int(tok[3:5], 16)])
+            except ValueError:
+                pass
+        return tok.replace("\u2581", " ").encode()
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod

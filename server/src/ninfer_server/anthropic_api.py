@@ -51,7 +51,7 @@ class CountRequest(msgspec.Struct):
 
 
 class MessagesRequest(CountRequest):
-    max_tokens: int = -1  # required: checked by hand so the error names it
+    max_tokens: int | None = None  # required: checked by hand so the error names it
     stream: bool = False
     temperature: float | None = None
     top_p: float | None = None
@@ -64,23 +64,38 @@ def signature(thinking: str) -> str:
     return base64.b64encode(hmac.new(_SIGNING_KEY, thinking.encode(), hashlib.sha256).digest()).decode()
 
 
+def _field(block: dict, key: str, where: str, kind=str):
+    """A block's field of the type the API gives it, or a 400 that names it."""
+    value = block.get(key)
+    if not isinstance(value, kind):
+        raise APIError(400, f"{where}.{key} must be a {'string' if kind is str else 'object'}, "
+                            f"got {type(value).__name__}.", f"{where}.{key}")
+    return value
+
+
+def _blocks(content, where: str) -> list[dict]:
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        raise APIError(400, f"{where} must be a string or a list of content blocks (objects with a type).", where)
+    return content
+
+
 def _block_text(content, where: str) -> str:
     if isinstance(content, str) or content is None:
         return content or ""
     parts = []
-    for b in content:
+    for i, b in enumerate(_blocks(content, where)):
         if b.get("type") != "text":
             raise APIError(400, f"{where}: only text blocks are supported here, got {b.get('type')!r}.", where)
-        parts.append(b.get("text", ""))
+        parts.append(_field(b, "text", f"{where}.{i}"))
     return "".join(parts)
 
 
-def _result_text(content) -> str:
+def _result_text(content, where: str) -> str:
     """A tool result's text; an image or document in it is named, not fatal, so agent loops go on."""
     if isinstance(content, str) or content is None:
         return content or ""
-    return "".join(b.get("text", "") if b.get("type") == "text" else f"[{b.get('type')} omitted]"
-                   for b in content)
+    return "".join(_field(b, "text", f"{where}.{i}") if b.get("type") == "text" else f"[{b.get('type')} omitted]"
+                   for i, b in enumerate(_blocks(content, where)))
 
 
 def _messages(req: CountRequest) -> list[dict]:
@@ -95,19 +110,20 @@ def _messages(req: CountRequest) -> list[dict]:
             out.append({"role": m.role, "content": m.content})
             continue
         text, thinking, calls = "", "", []
-        for b in m.content:
-            kind = b.get("type")
+        for j, b in enumerate(_blocks(m.content, f"{where}.content")):
+            kind, at = b.get("type"), f"{where}.content.{j}"
             if kind == "text":
-                text += b.get("text", "")
+                text += _field(b, "text", at)
             elif kind == "thinking" and m.role == "assistant":
-                thinking += b.get("thinking", "")
+                thinking += _field(b, "thinking", at)
             elif kind == "redacted_thinking":
                 continue
             elif kind == "tool_use" and m.role == "assistant":
                 calls.append({"id": b.get("id"), "type": "function",
-                              "function": {"name": b.get("name"), "arguments": b.get("input") or {}}})
+                              "function": {"name": _field(b, "name", at),
+                                           "arguments": _field(b, "input", at, dict) if "input" in b else {}}})
             elif kind == "tool_result" and m.role == "user":
-                result = _result_text(b.get("content"))
+                result = _result_text(b.get("content"), f"{at}.content")
                 if b.get("is_error"):
                     result = "Error: " + result
                 out.append({"role": "tool", "tool_call_id": b.get("tool_use_id"), "content": result})
@@ -133,15 +149,20 @@ def _tools_and_choice(req: CountRequest):
         choice = "required"
     elif choice == "tool":
         choice = (req.tool_choice or {}).get("name")
+        if not isinstance(choice, str):
+            raise APIError(400, 'tool_choice of type "tool" needs the name of one of the tools.', "tool_choice.name")
     elif choice not in ("auto", "none"):
         raise APIError(400, f"tool_choice.type must be auto, any, tool or none, got {choice!r}.", "tool_choice")
+    if not tools and choice not in ("auto", "none"):
+        raise APIError(400, "tool_choice forces a tool call, but the request gives no tools.", "tool_choice")
     thinking = (req.thinking or {}).get("type")
     return tools, choice, None if thinking is None else thinking != "disabled"
 
 
 def _plan(server: ServerState, req: CountRequest, params, check=True):
+    """The prompt; a final assistant message is a prefill the answer goes on from, as Anthropic's API does."""
     tools, choice, thinking = _tools_and_choice(req)
-    return chat_plan(server.llm, _messages(req), params, tools, choice, thinking, check=check)
+    return chat_plan(server.llm, _messages(req), params, tools, choice, thinking, check=check, continue_final=True)
 
 
 @post(["/v1/messages/count_tokens"], status_code=200)
@@ -157,10 +178,12 @@ async def count_tokens(request: Request) -> Response:
 async def messages(request: Request) -> Response:
     server = server_of(request)
     req = await decode_body(request, MessagesRequest)
-    if req.max_tokens == -1:
+    if req.max_tokens is None:
         raise APIError(400, "max_tokens: Field required; give the most tokens to generate.", "max_tokens")
     if req.max_tokens < 1:
         raise APIError(400, f"max_tokens must be at least 1, got {req.max_tokens}.", "max_tokens")
+    if req.temperature is not None and not 0 <= req.temperature <= 1:
+        raise APIError(400, f"temperature must be between 0 and 1, got {req.temperature}.", "temperature")
     model = check_model(server, req.model)
     params = sampling_params(temperature=req.temperature, top_p=req.top_p, top_k=req.top_k,
                              stop=req.stop_sequences, max_tokens=req.max_tokens)
@@ -187,7 +210,7 @@ def _message_body(head: dict, events: list[Event]) -> dict:
         elif ev.kind == "tool":
             d = ev.tool
             if d.name is not None:
-                blocks.append({"type": "tool_use", "id": d.id, "name": d.name, "input": {}, "_i": d.index})
+                blocks.append({"type": "tool_use", "id": _tool_id(d.id), "name": d.name, "input": {}, "_i": d.index})
             args[d.index] = args.get(d.index, "") + d.arguments
     for b in blocks:
         if b["type"] == "thinking":
@@ -197,6 +220,11 @@ def _message_body(head: dict, events: list[Event]) -> dict:
     fin = events[-1]
     return {**head, "content": blocks, "stop_reason": _stop_reason(fin), "stop_sequence": fin.stop_sequence,
             "usage": {"input_tokens": fin.usage["prompt_tokens"], "output_tokens": fin.usage["completion_tokens"]}}
+
+
+def _tool_id(call_id: str) -> str:
+    """Anthropic spells tool-use ids toolu_...; the parser's are OpenAI's call_..."""
+    return "toolu_" + call_id.removeprefix("call_")
 
 
 def _input(arguments: str) -> dict:
@@ -255,7 +283,8 @@ async def _message_frames(head: dict, events, n_prompt: int):
                     yield f
                 index, open_kind = index + 1, "tool_use"
                 yield _sse("content_block_start", {"type": "content_block_start", "index": index, "content_block":
-                                                   {"type": "tool_use", "id": d.id, "name": d.name, "input": {}}})
+                                                   {"type": "tool_use", "id": _tool_id(d.id), "name": d.name,
+                                                    "input": {}}})
             if d.arguments:
                 yield _sse("content_block_delta", {"type": "content_block_delta", "index": index,
                                                    "delta": {"type": "input_json_delta", "partial_json": d.arguments}})

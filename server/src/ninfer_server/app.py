@@ -45,7 +45,7 @@ def create_app(server: ServerState) -> Litestar:
             code="invalid_api_key"))
 
     return Litestar(
-        route_handlers=[health, metrics, openai_api.list_models, openai_api.chat_completions,
+        route_handlers=[health, metrics, openai_api.list_models, openai_api.get_model, openai_api.chat_completions,
                         openai_api.completions, anthropic_api.messages, anthropic_api.count_tokens],
         state=State({"server": server}),
         before_request=check_key,

@@ -46,7 +46,7 @@ def check_model(server: ServerState, model: str) -> str:
     if model not in server.model_names:
         raise APIError(404, f"The model `{model}` does not exist; this server serves "
                             f"{', '.join(repr(n) for n in server.model_names)}.", "model", "model_not_found")
-    return server.model_names[0]
+    return model  # the name asked for, as an alias's client expects it back
 
 
 async def _disconnected(request: Request) -> None:

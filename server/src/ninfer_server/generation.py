@@ -85,37 +85,123 @@ def _with_tool_prompt(messages: list[dict], tools: list) -> list[dict]:
     return [{"role": "system", "content": text}] + messages
 
 
+def _hermes_history(messages: list[dict]) -> list[dict]:
+    """Earlier tool calls and their results as Qwen2.5's Hermes template writes them, for templates that
+    render neither: each call a ``<tool_call>`` in its assistant turn, the results of one round in one user
+    turn of ``<tool_response>`` s. Without this the model never sees what it called or what came back."""
+    out: list[dict] = []
+    results = False  # the last turn in out is a user turn of tool results
+    for m in messages:
+        if m["role"] == "tool":
+            text = f"<tool_response>\n{m.get('content') or ''}\n</tool_response>"
+            if results:
+                out[-1] = {**out[-1], "content": out[-1]["content"] + "\n" + text}
+            else:
+                out.append({"role": "user", "content": text})
+            results = True
+            continue
+        results = False
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                fn = c.get("function") or {}
+                calls.append("<tool_call>\n" + json.dumps({"name": fn.get("name"), "arguments": fn.get("arguments")},
+                                                          ensure_ascii=False) + "\n</tool_call>")
+            text = m.get("content") or ""
+            m = {k: v for k, v in m.items() if k != "tool_calls"}
+            m["content"] = (text + "\n" if text else "") + "\n".join(calls)
+        out.append(m)
+    return out
+
+
+_PROBE = "ninfer_probe_call"
+
+
+def _renders_tool_calls(llm) -> bool:
+    """Whether the model's template writes an assistant turn's tool calls into the prompt (cached per model)."""
+    cached = getattr(llm, "_ninfer_renders_tool_calls", None)
+    if cached is None:
+        probe = [{"role": "user", "content": "hi"},
+                 {"role": "assistant", "content": "", "tool_calls": [
+                     {"id": "call_0", "type": "function", "function": {"name": _PROBE, "arguments": {}}}]},
+                 {"role": "tool", "tool_call_id": "call_0", "content": "ok"}]
+        try:
+            cached = _PROBE in llm.render_chat(probe, add_generation_prompt=True)
+        except Exception:  # a template that insists on its own message shapes: leave the messages as they are
+            cached = True
+        try:
+            llm._ninfer_renders_tool_calls = cached
+        except AttributeError:
+            pass
+    return cached
+
+
+# template variables the request sets through its own fields
+_RESERVED_TEMPLATE_KWARGS = ("messages", "tools", "add_generation_prompt", "bos_token", "eos_token")
+
+
+def _continued(llm, messages: list[dict], kw: dict, enable_thinking) -> str:
+    """The prompt that ends inside the final assistant message, so the model goes on from its last
+    character (Anthropic's prefill; OpenAI clients ask with ``continue_final_message``)."""
+    text = messages[-1].get("content") or ""
+    full = llm.render_chat(messages, add_generation_prompt=False, enable_thinking=enable_thinking, **kw)
+    at = full.rfind(text)
+    if at < 0:
+        raise APIError(400, "The model's chat template rewrites the final assistant message, so it cannot be "
+                            "continued; end the conversation with a user message instead.", "messages")
+    return full[:at + len(text)]
+
+
 def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | None = None,
               tool_choice="auto", enable_thinking: bool | None = None, template_kwargs: dict | None = None,
-              check: bool = True) -> Plan:
+              check: bool = True, continue_final: bool = False) -> Plan:
     """Render the conversation with the model's own template; steer ``tool_choice`` by prefill.
 
     ``none``: tools are not shown and not parsed. ``required``: the assistant turn is prefilled with
-    ``<tool_call>``, so the model must write a call. A named tool: the prefill also names it, in the
-    form (Hermes JSON or Qwen3-Coder XML) the template teaches.
+    ``<tool_call>`` (and the name, when there is one tool), so the model must write a call. A named
+    tool: the prefill also names it, in the form (Hermes JSON or Qwen3-Coder XML) the template teaches.
+    ``continue_final``: a final assistant message with text is continued, not answered.
     """
     kw = dict(template_kwargs or {})
+    reserved = [k for k in _RESERVED_TEMPLATE_KWARGS if k in kw]
+    if reserved:
+        raise APIError(400, f"chat_template_kwargs may not set {reserved[0]!r}; the request's own fields set it.",
+                       "chat_template_kwargs")
     tools = tools if tools and tool_choice != "none" else None
+    continue_final = continue_final and messages[-1]["role"] == "assistant" and bool(messages[-1].get("content"))
+    if not _renders_tool_calls(llm) and any(m.get("tool_calls") or m["role"] == "tool" for m in messages):
+        messages = _hermes_history(messages)
     try:
-        prompt = llm.render_chat(messages, tools=tools, enable_thinking=enable_thinking, **kw)
-        if tools and prompt == llm.render_chat(messages, enable_thinking=enable_thinking, **kw):
-            prompt = llm.render_chat(_with_tool_prompt(messages, tools), enable_thinking=enable_thinking, **kw)
+        def render(msgs, **more):
+            if continue_final:
+                return _continued(llm, msgs, {**kw, **more}, enable_thinking)
+            return llm.render_chat(msgs, enable_thinking=enable_thinking, **kw, **more)
+
+        prompt = render(messages, tools=tools)
+        if tools and prompt == render(messages):
+            prompt = render(_with_tool_prompt(messages, tools))
     except NinferError as e:
         raise APIError(400, str(e), "messages") from None
+    except TypeError as e:  # e.g. a chat_template_kwargs value the template cannot take
+        raise APIError(400, f"The chat template could not be rendered with these arguments ({e}).",
+                       "chat_template_kwargs") from None
     prefill = ""
-    if tools and tool_choice not in (None, "auto"):
+    if tools and tool_choice not in (None, "auto") and not continue_final:
         xml = "<function=" in prompt
+        name = tool_choice
         if tool_choice == "required":
+            names = [t["function"]["name"] for t in tools]
+            name = names[0] if len(names) == 1 else None
+        elif name not in {t["function"]["name"] for t in tools}:
+            raise APIError(400, f"tool_choice names {name!r}, which is not among the tools given.", "tool_choice")
+        if name is None:
             prefill = "<tool_call>\n"
         else:
-            name = tool_choice
-            if name not in {t["function"]["name"] for t in tools}:
-                raise APIError(400, f"tool_choice names {name!r}, which is not among the tools given.", "tool_choice")
             prefill = f"<tool_call>\n<function={name}>\n" if xml else \
                 f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
         if prompt_opens_reasoning(prompt):  # a forced call skips thinking
             prompt = prompt + "\n</think>\n\n"
-    start_in_reasoning = not prefill and prompt_opens_reasoning(prompt)
+    start_in_reasoning = not prefill and not continue_final and prompt_opens_reasoning(prompt)
     ids = llm.tokenizer.encode(prompt + prefill)
     if check:
         check_fits(llm, len(ids), params.max_tokens)
@@ -126,6 +212,10 @@ def completion_plan(llm, prompt, params: SamplingParams) -> Plan:
     ids = llm.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
     if not ids:
         raise APIError(400, "The prompt is empty; give at least one token of text.", "prompt")
+    vocab = llm.config.vocab_size
+    bad = [t for t in ids if not 0 <= t < vocab]
+    if bad:
+        raise APIError(400, f"Token id {bad[0]} is outside the vocabulary (0..{vocab - 1}).", "prompt")
     check_fits(llm, len(ids), params.max_tokens, "prompt")
     return Plan(ids, params)
 

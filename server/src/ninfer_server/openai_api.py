@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import PurePosixPath
 from typing import Union
 
 import msgspec
 from litestar import Request, Response, get, post
+from litestar.params import FromPath
 
 from .common import (
     check_model,
@@ -71,16 +73,23 @@ class ChatRequest(Sampling):
     tools: list[ToolDef] | None = None
     tool_choice: Union[str, dict, None] = None
     chat_template_kwargs: dict | None = None
+    continue_final_message: bool = False  # vLLM's: go on from the final assistant message's last character
+    response_format: dict | None = None
 
 
 class CompletionRequest(Sampling):
     prompt: Union[str, list] = ""  # a string, [one string] or token ids
     logprobs: int | None = None
+    echo: bool = False
 
 
 def _params(req, max_tokens, logprobs):
     if req.n not in (None, 1):
         raise APIError(400, f"n must be 1 (this server generates one choice per request), got {req.n}.", "n")
+    if req.temperature is not None and not 0 <= req.temperature <= 2:
+        raise APIError(400, f"temperature must be between 0 and 2, got {req.temperature}.", "temperature")
+    if req.stream_options is not None and not req.stream:
+        raise APIError(400, "stream_options is only allowed with stream: true.", "stream_options")
     if max_tokens is not None and max_tokens < 1:
         raise APIError(400, f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
     stop = [req.stop] if isinstance(req.stop, str) else req.stop
@@ -115,7 +124,8 @@ def _messages(req: ChatRequest) -> list[dict]:
                            f"messages.{i}.role")
         msg = {"role": role, "content": _text(m.content, f"messages.{i}.content")}
         if m.tool_calls:
-            msg["tool_calls"] = [_call_for_template(c) for c in m.tool_calls]
+            msg["tool_calls"] = [_call_for_template(c, f"messages.{i}.tool_calls.{j}")
+                                 for j, c in enumerate(m.tool_calls)]
         if m.tool_call_id:
             msg["tool_call_id"] = m.tool_call_id
         if m.name:
@@ -126,9 +136,13 @@ def _messages(req: ChatRequest) -> list[dict]:
     return out
 
 
-def _call_for_template(call: dict) -> dict:
+def _call_for_template(call, where: str) -> dict:
     """Templates (Qwen) iterate arguments as a mapping; the API carries them as JSON text."""
-    fn = dict(call.get("function") or {})
+    if not isinstance(call, dict) or not isinstance(call.get("function"), dict) \
+            or not isinstance(call["function"].get("name"), str):
+        raise APIError(400, f'{where} must be {{"id": ..., "type": "function", "function": {{"name": ..., '
+                            '"arguments": "<JSON text>"}}.', where)
+    fn = dict(call["function"])
     if isinstance(fn.get("arguments"), str):
         try:
             fn["arguments"] = json.loads(fn["arguments"])
@@ -141,21 +155,42 @@ def _tool_choice(choice, tools):
     if choice is None:
         return "auto" if tools else "none"
     if isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name")
+        name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
         if not isinstance(name, str):
             raise APIError(400, 'tool_choice must be "auto", "none", "required" or '
                                 '{"type": "function", "function": {"name": ...}}.', "tool_choice")
-        return name
-    if choice not in ("auto", "none", "required"):
+        choice = name
+    elif choice not in ("auto", "none", "required"):
         raise APIError(400, f'tool_choice must be "auto", "none", "required" or a named function, got {choice!r}.',
+                       "tool_choice")
+    if not tools and choice not in ("auto", "none"):
+        raise APIError(400, f"tool_choice {choice!r} needs tools; give the tools in the request's tools field.",
                        "tool_choice")
     return choice
 
 
+def _response_format(fmt: dict | None) -> None:
+    kind = (fmt or {}).get("type", "text")
+    if kind == "text":
+        return
+    if kind in ("json_object", "json_schema"):
+        raise APIError(400, f"response_format {kind} is not supported: this server does not constrain its output "
+                            "to JSON; ask for JSON in the prompt (or call a tool) and leave response_format out.",
+                       "response_format")
+    raise APIError(400, f"response_format.type must be text, json_object or json_schema, got {kind!r}.",
+                   "response_format")
+
+
+def _token(llm, tid: int) -> tuple[str, list[int]]:
+    """A token's text and bytes: the bytes whole, the text with U+FFFD where a character spans tokens."""
+    raw = llm.tokenizer.token_bytes(tid)
+    return raw.decode("utf-8", errors="replace"), list(raw)
+
+
 def _logprobs_content(llm, lps: list) -> list[dict]:
     def entry(tid, lp):
-        tok = llm.tokenizer.decode([tid])
-        return {"token": tok, "logprob": lp, "bytes": list(tok.encode())}
+        tok, raw = _token(llm, tid)
+        return {"token": tok, "logprob": lp, "bytes": raw}
 
     return [{**entry(x["token_id"], x["logprob"]), "top_logprobs": [entry(t, v) for t, v in x["top"]]} for x in lps]
 
@@ -165,13 +200,31 @@ def _usage(ev: Event) -> dict:
     return {**u, "total_tokens": u["prompt_tokens"] + u["completion_tokens"]}
 
 
+_STARTED = int(time.time())
+
+
+def _model_entry(server, name: str) -> dict:
+    """One model in both APIs' shapes (OpenAI: id, object, created, owned_by; Anthropic: id, type,
+    display_name, created_at), so either SDK's models.list() / retrieve() reads it."""
+    return {"id": name, "object": "model", "created": _STARTED, "owned_by": "ninfer", "type": "model",
+            "display_name": name, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(_STARTED)),
+            "max_model_len": server.llm.max_context}
+
+
 @get("/v1/models")
 async def list_models(request: Request) -> Response:
     server = server_of(request)
-    now = int(time.time())
-    data = [{"id": n, "object": "model", "created": now, "owned_by": "ninfer",
-             "max_model_len": server.llm.max_context} for n in server.model_names]
-    return Response({"object": "list", "data": data})
+    data = [_model_entry(server, n) for n in server.model_names]
+    return Response({"object": "list", "data": data, "has_more": False,
+                     "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None})
+
+
+@get("/v1/models/{model_id:path}")
+async def get_model(request: Request, model_id: FromPath[PurePosixPath]) -> Response:
+    server = server_of(request)
+    name = str(model_id).lstrip("/")  # names may hold slashes (Qwen/Qwen3.5-27B)
+    check_model(server, name)
+    return Response(_model_entry(server, name))
 
 
 @post("/v1/chat/completions", status_code=200)
@@ -180,12 +233,15 @@ async def chat_completions(request: Request) -> Response:
     req = await decode_body(request, ChatRequest)
     model = check_model(server, req.model)
     max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    if req.top_logprobs is not None and not req.logprobs:
+        raise APIError(400, "top_logprobs needs logprobs: true.", "top_logprobs")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     params = _params(req, max_tokens, logprobs)
+    _response_format(req.response_format)
     tools = [msgspec.to_builtins(t) for t in req.tools] if req.tools else None
     kwargs = dict(req.chat_template_kwargs or {})
     plan = chat_plan(server.llm, _messages(req), params, tools, _tool_choice(req.tool_choice, tools),
-                     kwargs.pop("enable_thinking", None), kwargs)
+                     kwargs.pop("enable_thinking", None), kwargs, continue_final=req.continue_final_message)
     rid, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
     head = {"id": rid, "object": "chat.completion", "created": created, "model": model}
     if not req.stream:
@@ -232,6 +288,13 @@ async def _chat_frames(llm, head: dict, events, usage_asked: bool):
             body["usage"] = usage
         return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
+    pending: list = []  # logprobs of tokens whose text has not gone out yet: they ride with it
+
+    def lp():
+        out = {"content": _logprobs_content(llm, pending)} if pending else None
+        pending.clear()
+        return out
+
     yield frame({"role": "assistant", "content": ""})  # the role, once, first
     async for ev in events:
         if ev.kind == "keepalive":
@@ -239,20 +302,20 @@ async def _chat_frames(llm, head: dict, events, usage_asked: bool):
         elif ev.kind == "error":
             raise ev.error
         elif ev.kind == "content":
-            yield frame({"content": ev.text})
+            yield frame({"content": ev.text}, logprobs=lp())
         elif ev.kind == "reasoning":
-            yield frame({"reasoning_content": ev.text, "reasoning": ev.text})
+            yield frame({"reasoning_content": ev.text, "reasoning": ev.text}, logprobs=lp())
         elif ev.kind == "logprobs":
-            yield frame({}, logprobs={"content": _logprobs_content(llm, ev.logprobs)})
+            pending += ev.logprobs
         elif ev.kind == "tool":
             d = ev.tool
             call = {"index": d.index, "function": {"arguments": d.arguments}}
             if d.name is not None:
                 call = {"index": d.index, "id": d.id, "type": "function",
                         "function": {"name": d.name, "arguments": d.arguments}}
-            yield frame({"tool_calls": [call]})
+            yield frame({"tool_calls": [call]}, logprobs=lp())
         elif ev.kind == "finish":
-            yield frame({}, ev.finish_reason)
+            yield frame({}, ev.finish_reason, logprobs=lp())
             if usage_asked:
                 yield frame(usage=_usage(ev))
     yield b"data: [DONE]\n\n"
@@ -271,6 +334,7 @@ async def completions(request: Request) -> Response:
     max_tokens = 16 if req.max_tokens is None else req.max_tokens  # OpenAI's default for completions
     params = _params(req, max_tokens, req.logprobs)
     plan = completion_plan(server.llm, prompt, params)
+    echo = (prompt if isinstance(prompt, str) else server.llm.tokenizer.decode(prompt)) if req.echo else ""
     head = {"id": "cmpl-" + uuid.uuid4().hex[:24], "object": "text_completion", "created": int(time.time()),
             "model": model}
     if not req.stream:
@@ -278,22 +342,29 @@ async def completions(request: Request) -> Response:
         if events is None:
             return gone_response()
         first_error(events)
-        text = "".join(ev.text for ev in events if ev.kind == "content")
+        text = echo + "".join(ev.text for ev in events if ev.kind == "content")
         lps = [x for ev in events if ev.kind == "logprobs" for x in ev.logprobs]
         choice = {"index": 0, "text": text, "finish_reason": events[-1].finish_reason,
-                  "logprobs": _completion_logprobs(server.llm, lps) if lps else None}
+                  "logprobs": _completion_logprobs(server.llm, lps, len(echo)) if lps else None}
         return Response({**head, "choices": [choice], "usage": _usage(events[-1])})
     usage_asked = bool((req.stream_options or {}).get("include_usage"))
-    return sse_response(request, server, plan, lambda evs: _completion_frames(server.llm, head, evs, usage_asked))
+    return sse_response(request, server, plan,
+                        lambda evs: _completion_frames(server.llm, head, evs, usage_asked, echo))
 
 
-def _completion_logprobs(llm, lps: list) -> dict:
-    toks = [llm.tokenizer.decode([x["token_id"]]) for x in lps]
-    return {"tokens": toks, "token_logprobs": [x["logprob"] for x in lps],
-            "top_logprobs": [{llm.tokenizer.decode([t]): v for t, v in x["top"]} for x in lps]}
+def _completion_logprobs(llm, lps: list, offset: int) -> dict:
+    """The legacy shape; text_offset: where each token starts in the choice's text (bytes of a character
+    split over tokens count at the token that completes it)."""
+    toks = [_token(llm, x["token_id"])[0] for x in lps]
+    offsets, at = [], offset
+    for t in toks:
+        offsets.append(at)
+        at += len(t.replace("\ufffd", ""))
+    return {"tokens": toks, "token_logprobs": [x["logprob"] for x in lps], "text_offset": offsets,
+            "top_logprobs": [{_token(llm, t)[0]: v for t, v in x["top"]} for x in lps]}
 
 
-async def _completion_frames(llm, head: dict, events, usage_asked: bool):
+async def _completion_frames(llm, head: dict, events, usage_asked: bool, echo: str = ""):
     def frame(text=None, finish=None, logprobs=None, usage=None) -> bytes:
         body = {**head, "choices": [] if text is None else
                 [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}]}
@@ -301,17 +372,28 @@ async def _completion_frames(llm, head: dict, events, usage_asked: bool):
             body["usage"] = usage
         return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
 
+    pending: list = []  # logprobs of tokens whose text has not gone out yet: they ride with it
+    at = len(echo)  # characters sent so far, for text_offset
+
+    def lp():
+        out = _completion_logprobs(llm, pending, at) if pending else None
+        pending.clear()
+        return out
+
+    if echo:
+        yield frame(echo)
     async for ev in events:
         if ev.kind == "keepalive":
             yield b": keep-alive\n\n"
         elif ev.kind == "error":
             raise ev.error
         elif ev.kind == "content":
-            yield frame(ev.text)
+            yield frame(ev.text, logprobs=lp())
+            at += len(ev.text)
         elif ev.kind == "logprobs":
-            yield frame("", logprobs=_completion_logprobs(llm, ev.logprobs))
+            pending += ev.logprobs
         elif ev.kind == "finish":
-            yield frame("", ev.finish_reason)
+            yield frame("", ev.finish_reason, logprobs=lp())
             if usage_asked:
                 yield frame(usage=_usage(ev))
     yield b"data: [DONE]\n\n"

@@ -48,6 +48,8 @@ class SamplingParams:
             bad("presence_penalty and frequency_penalty must be in [-2, 2].")
         if self.max_tokens is not None and self.max_tokens < 1:
             bad(f"max_tokens must be at least 1, got {self.max_tokens}.")
+        if self.seed is not None and not -2 ** 63 <= self.seed < 2 ** 64:
+            bad(f"seed must be a 64-bit integer (between -2**63 and 2**64 - 1), got {self.seed}.")
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             bad(f"logprobs must be between 0 and 20, got {self.logprobs}.")
 
