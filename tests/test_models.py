@@ -100,3 +100,34 @@ def test_sharded_safetensors_with_index_load(tmp_path):
     with torch.no_grad():
         ref = hf(torch.tensor([ids])).logits[0, -1]
     torch.testing.assert_close(llm.runner.prefill(ids), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("rope", [
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128},
+    {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64, "beta_fast": 16, "beta_slow": 2,
+     "attention_factor": 1.3},
+    {"rope_type": "linear", "factor": 2.0},
+])
+def test_rope_scaling_matches_transformers(tmp_path, rope):
+    """YaRN (Qwen3's long-context setting) and linear scaling: the same logits as transformers, at positions past
+    the pretraining context (before session 20 YaRN was accepted and ignored)."""
+    hf = make_tiny_checkpoint("qwen3", str(tmp_path), seed=7, rope_parameters={"rope_theta": 10000.0, **rope})
+    llm = LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=320, progress=False)
+    ids = prompt(300, seed=8)
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0, -1]
+    torch.testing.assert_close(llm.runner.prefill(ids), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_an_unimplemented_rope_scaling_is_refused(tmp_path):
+    import json
+
+    from ninfer.errors import NinferError
+
+    make_tiny_checkpoint("qwen3", str(tmp_path), seed=7)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": "longrope", "factor": 4.0, "short_factor": [1.0] * 16,
+                           "long_factor": [1.0] * 16}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(NinferError, match="longrope.*not supported"):
+        LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)

@@ -103,5 +103,29 @@ def base_config(cfg: dict, architecture: str, **overrides) -> ModelConfig:
     rp = cfg.get("rope_parameters")
     if isinstance(rp, dict) and rp.get("rope_type", "default") not in ("default", None) and not fields["rope_scaling"]:
         fields["rope_scaling"] = rp
+    fields["rope_scaling"] = _checked_rope_scaling(fields["rope_scaling"], cfg)
     fields.update(overrides)
     return ModelConfig(**fields)
+
+
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn")
+
+
+def _checked_rope_scaling(scaling: dict | None, cfg: dict) -> dict | None:
+    """The rope scaling the cos/sin table implements, with the pretraining context filled in as transformers
+    does; a kind it does not implement is refused rather than silently dropped."""
+    if not isinstance(scaling, dict):
+        return None
+    kind = scaling.get("rope_type", scaling.get("type")) or "default"
+    if kind not in ROPE_TYPES:
+        raise NinferError(f"rope_scaling of type {kind!r} is not supported (ninfer implements "
+                          f"{', '.join(ROPE_TYPES)}); remove it from config.json to run at the native context.")
+    if kind in ("llama3", "yarn") and "original_max_position_embeddings" not in scaling:
+        old = cfg.get("original_max_position_embeddings") or cfg.get("max_position_embeddings", 4096)
+        scaling = {**scaling, "original_max_position_embeddings": old}
+    if kind in ("linear", "yarn") and not scaling.get("factor"):
+        if kind == "yarn" and cfg.get("max_position_embeddings"):  # DeepSeek-V3's convention
+            scaling = {**scaling, "factor": cfg["max_position_embeddings"] / scaling["original_max_position_embeddings"]}
+        else:
+            raise NinferError(f"rope_scaling of type {kind!r} has no factor; add it to config.json.")
+    return scaling

@@ -40,13 +40,49 @@ def rope_cos_sin(max_positions: int, rotary_dim: int, theta: float, scaling: dic
                  device=None) -> torch.Tensor:
     """The cos/sin table every rope op reads: [max_positions, rotary_dim] as [cos | sin] halves."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
-    if scaling and scaling.get("rope_type", scaling.get("type")) == "llama3":
+    kind, magnitude = (scaling or {}).get("rope_type", (scaling or {}).get("type")), 1.0
+    if kind == "llama3":
         inv_freq = _llama3_scale(inv_freq, scaling)
-    elif scaling and scaling.get("rope_type", scaling.get("type")) == "linear":
+    elif kind == "linear":
         inv_freq = inv_freq / float(scaling["factor"])
+    elif kind == "yarn":
+        inv_freq, magnitude = _yarn_scale(inv_freq, scaling, rotary_dim, theta)
     t = torch.arange(max_positions, dtype=torch.float64)
     freqs = torch.outer(t, inv_freq)  # [P, rotary_dim/2]
-    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).float().to(device)
+    return (torch.cat([freqs.cos(), freqs.sin()], dim=-1) * magnitude).float().to(device)
+
+
+def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    import math
+
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn_scale(inv_freq: torch.Tensor, s: dict, rotary_dim: int, theta: float) -> tuple[torch.Tensor, float]:
+    """YaRN (arXiv 2309.00071, as transformers computes it): frequencies that turn fewer than beta_slow times over
+    the pretraining context are interpolated by ``factor``, those that turn more than beta_fast times are kept, a
+    linear ramp between; cos and sin are scaled by the attention factor (0.1 ln(factor) + 1 unless given)."""
+    import math
+
+    old = float(s["original_max_position_embeddings"])
+    factor = float(s["factor"])
+    attn = s.get("attention_factor")
+    if attn is None:
+        m, m_all = s.get("mscale"), s.get("mscale_all_dim")
+        attn = _yarn_mscale(factor, m) / _yarn_mscale(factor, m_all) if m and m_all else _yarn_mscale(factor)
+
+    def dim_of(rotations: float) -> float:  # the dimension whose frequency turns `rotations` times over `old`
+        return rotary_dim * math.log(old / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    lo, hi = dim_of(float(s.get("beta_fast") or 32)), dim_of(float(s.get("beta_slow") or 1))
+    if s.get("truncate", True):
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, rotary_dim - 1)
+    if lo == hi:
+        hi += 0.001
+    ramp = ((torch.arange(rotary_dim // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)
+    keep = 1 - ramp  # 1: extrapolate (the frequency as trained), 0: interpolate (divided by factor)
+    return inv_freq / factor * (1 - keep) + inv_freq * keep, float(attn)
 
 
 def _llama3_scale(inv_freq: torch.Tensor, s: dict) -> torch.Tensor:
