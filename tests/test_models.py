@@ -131,3 +131,69 @@ def test_an_unimplemented_rope_scaling_is_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(NinferError, match="longrope.*not supported"):
         LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)
+
+
+def test_llama_biases_on_every_projection_match_transformers(tmp_path):
+    """Llama's attention_bias puts a bias on o_proj as well as q/k/v, and mlp_bias one on gate, up and down
+    (before session 20 those were left in the checkpoint and the logits were wrong)."""
+    hf = make_tiny_checkpoint("llama", str(tmp_path / "b"), seed=9, attention_bias=True, mlp_bias=True)
+    llm = LLM(model=str(tmp_path / "b"), backend="reference", device="cpu", max_context=64, progress=False)
+    ids = prompt(30, seed=10)
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0, -1]
+    torch.testing.assert_close(llm.runner.prefill(ids), ref, rtol=1e-4, atol=1e-4)
+    hf3 = make_tiny_checkpoint("qwen3", str(tmp_path / "q"), seed=11, attention_bias=True)
+    llm3 = LLM(model=str(tmp_path / "q"), backend="reference", device="cpu", max_context=64, progress=False)
+    with torch.no_grad():
+        ref3 = hf3(torch.tensor([ids])).logits[0, -1]
+    torch.testing.assert_close(llm3.runner.prefill(ids), ref3, rtol=1e-4, atol=1e-4)
+
+
+def test_an_activation_other_than_silu_is_refused(tmp_path):
+    from ninfer.errors import NinferError
+
+    make_tiny_checkpoint("llama", str(tmp_path), seed=9, hidden_act="gelu")
+    with pytest.raises(NinferError, match="hidden_act 'gelu' is not supported"):
+        LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)
+
+
+def test_checkpoints_ninfer_cannot_read_are_refused_in_one_sentence(tmp_path):
+    """FP8 weights (Qwen's -FP8 releases) loaded as plain tensors would give wrong outputs silently; a broken
+    shard index or a missing shard must say so, not raise a KeyError or blame truncation."""
+    import json
+    import os
+
+    from safetensors.torch import load_file, save_file
+
+    from ninfer.errors import NinferError
+
+    def fresh(name):
+        path = tmp_path / name
+        make_tiny_checkpoint("qwen3", str(path), seed=12)
+        return path
+
+    fp8 = fresh("fp8")
+    cfg = json.loads((fp8 / "config.json").read_text())
+    (fp8 / "config.json").write_text(json.dumps({**cfg, "quantization_config": {
+        "quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}))
+    with pytest.raises(NinferError, match="quantised with fp8, which ninfer does not read"):
+        LLM(model=str(fp8), backend="reference", device="cpu", max_context=64, progress=False)
+    raw = fresh("raw8")  # fp8 tensors and no quantization_config at all
+    t = load_file(str(raw / "model.safetensors"))
+    t["model.layers.0.mlp.down_proj.weight"] = t["model.layers.0.mlp.down_proj.weight"].to(torch.float8_e4m3fn)
+    save_file(t, str(raw / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(NinferError, match="down_proj.weight is stored in float8_e4m3fn"):
+        LLM(model=str(raw), backend="reference", device="cpu", max_context=64, progress=False)
+    idx = fresh("index")
+    (idx / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}}))
+    with pytest.raises(NinferError, match="has no weight_map"):
+        LLM(model=str(idx), backend="reference", device="cpu", max_context=64, progress=False)
+    gone = fresh("gone")
+    names = list(load_file(str(gone / "model.safetensors")))
+    os.rename(gone / "model.safetensors", gone / "model-00001-of-00002.safetensors")
+    weight_map = {n: "model-00001-of-00002.safetensors" for n in names}
+    weight_map[names[-1]] = "model-00002-of-00002.safetensors"
+    (gone / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(NinferError, match=r"model-00002-of-00002.safetensors is missing") as e:
+        LLM(model=str(gone), backend="reference", device="cpu", max_context=64, progress=False)
+    assert "truncated" not in str(e.value)

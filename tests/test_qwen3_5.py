@@ -320,3 +320,50 @@ def test_quantised_gdn_projection_takes_the_gemms_one_launch_form(tmp_path, monk
     assert gdn[0].in_proj_ba.weight.scales.data_ptr() == joined.scales[gdn[0].in_proj.out_features:].data_ptr()
     assert all(m._qin_all[0] is None for m in gdn[1:])  # int4 | int8: formats differ, nothing joined, nothing offered
     assert calls and all(w is joined for w in calls) and len(calls) == len(ids) - 20
+
+
+def test_quantize_reads_the_published_multimodal_layout(tmp_path):
+    """Qwen3.5 / 3.6 are published as Qwen3_5ForConditionalGeneration, the decoder under model.language_model:
+    `ninfer quantize` quantises those blocks (vision tower and MTP head kept dense), and the result loads and
+    gives transformers' logits for the same dequantised weights. Before session 20 it found nothing to quantise."""
+    from safetensors import safe_open
+
+    from ninfer.quant.compressed_tensors import CompressedTensorsDir
+    from ninfer.quant.quantize import quantize_checkpoint
+
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    hf = make_checkpoint(src, multimodal=True, seed=21)
+    qcfg = quantize_checkpoint(src, dst, bits=4, group_size=32, progress=False, dtype=torch.float32)
+    with safe_open(f"{dst}/model.safetensors", "pt") as f:
+        names = set(f.keys())
+    packed = [n for n in names if n.endswith(".weight_packed")]
+    assert packed and all(n.startswith("model.language_model.layers.") for n in packed)
+    assert any(n.startswith("model.visual.") and n.endswith(".weight") for n in names)  # kept, dense
+    assert "mtp.layers.0.mlp.down_proj.weight" in names
+    # the config's "Linear" target would take them too: the ignore list names each dense Linear
+    assert {"mtp.layers.0.mlp.down_proj", "model.visual.blocks.0.attn.qkv"} <= set(qcfg["ignore"])
+    # the reference: transformers' model with the checkpoint's weights as its compressed-tensors reader gives them
+    ck = CompressedTensorsDir.open(dst)
+    state = hf.state_dict()
+    hf.load_state_dict({n: ck.get(n) if n in ck.tensor_names() else t for n, t in state.items()})
+    ids = prompt(24, seed=3)
+    q = LLM(dst, backend="reference", device="cpu", max_context=64, progress=False, dtype=torch.float32)
+    torch.testing.assert_close(q.runner.prefill(ids), hf_logits(hf, ids)[-1], rtol=1e-4, atol=1e-4)
+
+
+def test_quantize_with_nothing_to_quantise_writes_nothing(tmp_path):
+    import json
+
+    from safetensors.torch import save_file
+
+    from ninfer.errors import NinferError
+    from ninfer.quant.quantize import quantize_checkpoint
+
+    src = tmp_path / "src"
+    src.mkdir()
+    save_file({"model.layers.0.mlp.down_proj.weight": torch.randn(40, 72),
+               "model.embed_tokens.weight": torch.randn(10, 40)}, str(src / "model.safetensors"))
+    (src / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    with pytest.raises(NinferError, match="nothing to quantise"):
+        quantize_checkpoint(str(src), str(tmp_path / "dst"), bits=4, group_size=32, progress=False)
+    assert not (tmp_path / "dst").exists()  # so a rerun with a fixed source is not refused as "not empty"

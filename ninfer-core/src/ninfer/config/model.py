@@ -26,6 +26,8 @@ class ModelConfig:
     max_position_embeddings: int = 4096
     tie_word_embeddings: bool = False
     attention_bias: bool = False  # Qwen2: q/k/v carry biases
+    o_bias: bool = False  # Llama / Qwen3 / Qwen3.5 with attention_bias: o_proj carries one too (Qwen2's does not)
+    mlp_bias: bool = False  # Llama's mlp_bias: gate, up and down carry biases
     qk_norm: bool = False  # Qwen3 / Qwen3.5: per-head RMSNorm of q and k before RoPE
     attn_output_gate: bool = False  # Qwen3.5: q_proj also yields a sigmoid gate on the output
     norm_zero_centered: bool = False  # Qwen3.5: RMSNorm scales by (1 + w)
@@ -69,6 +71,10 @@ def model_config_from_hf(cfg: dict) -> ModelConfig:
         names = ", ".join(sorted(ARCHITECTURES))
         got = ", ".join(archs) or mt or "none"
         raise NinferError(f"Unsupported architecture {got}; ninfer supports: {names}.")
+    act = cfg.get("hidden_act") or "silu"
+    if act not in ("silu", "swish"):
+        raise NinferError(f"hidden_act {act!r} is not supported: ninfer's MLP is SwiGLU (silu), so this model "
+                          "would give wrong outputs; use a silu model.")
     try:
         return spec.config(cfg)
     except KeyError as e:

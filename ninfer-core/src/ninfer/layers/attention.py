@@ -21,7 +21,7 @@ class Attention:
         self.gated = cfg.attn_output_gate
         q_out = self.hq * self.d * (2 if self.gated else 1)
         self.qkv = Linear(ops, cfg.hidden_size, q_out + 2 * self.hk * self.d, bias=cfg.attention_bias)
-        self.o = Linear(ops, self.hq * self.d, cfg.hidden_size)
+        self.o = Linear(ops, self.hq * self.d, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None
         self.k_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None
         self.scale = self.d ** -0.5
@@ -32,6 +32,8 @@ class Attention:
                "o.weight": [f"{p}.o_proj.weight"]}
         if self.cfg.attention_bias:
             src["qkv.bias"] = [f"{p}.q_proj.bias", f"{p}.k_proj.bias", f"{p}.v_proj.bias"]
+        if self.cfg.o_bias:
+            src["o.bias"] = [f"{p}.o_proj.bias"]
         if self.q_norm is not None:
             src["q_norm.weight"] = [f"{p}.q_norm.weight"]
             src["k_norm.weight"] = [f"{p}.k_norm.weight"]

@@ -8,12 +8,14 @@ from .linear import Linear
 
 
 class SwiGLU:
-    def __init__(self, ops, hidden: int, intermediate: int):
+    def __init__(self, ops, hidden: int, intermediate: int, bias: bool = False):
         self.ops = ops
-        self.gate_up = Linear(ops, hidden, 2 * intermediate)  # rows: [gate | up]
-        self.down = Linear(ops, intermediate, hidden)
+        self.gate_up = Linear(ops, hidden, 2 * intermediate, bias=bias)  # rows: [gate | up]
+        self.down = Linear(ops, intermediate, hidden, bias=bias)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gate_up.bias is not None:  # Llama's mlp_bias: the plain ops
+            return self.down(self.ops.silu_mul(self.gate_up(x)))
         if isinstance(self.gate_up.weight, torch.Tensor):  # dense: SwiGLU rides in the GEMV's epilogue
             return self.down(self.ops.linear_silu_mul(x, self.gate_up.weight))
         # quantised weights: their GEMM, with SwiGLU in its epilogue where it offers that (one token on the GPU)
@@ -22,5 +24,9 @@ class SwiGLU:
         return self.down(y if y is not None else self.ops.silu_mul(self.gate_up(x)))
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
-        return {"gate_up.weight": [f"{prefix}.gate_proj.weight", f"{prefix}.up_proj.weight"],
-                "down.weight": [f"{prefix}.down_proj.weight"]}
+        src = {"gate_up.weight": [f"{prefix}.gate_proj.weight", f"{prefix}.up_proj.weight"],
+               "down.weight": [f"{prefix}.down_proj.weight"]}
+        if self.gate_up.has_bias:
+            src["gate_up.bias"] = [f"{prefix}.gate_proj.bias", f"{prefix}.up_proj.bias"]
+            src["down.bias"] = [f"{prefix}.down_proj.bias"]
+        return src

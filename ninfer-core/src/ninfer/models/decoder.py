@@ -25,7 +25,7 @@ class DecoderBlock:
         self.input_norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
         self.mixer = MIXERS[t](cfg, ops, layer_idx, kv_idx)
         self.post_norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
-        self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size)
+        self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias)
 
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         h, mlp_out = self.deferred(x, None, ctx)

@@ -48,6 +48,7 @@ def qwen3_5_config(raw: dict, architecture: str):
         raw, architecture, layer_types=list(layer_types),
         qk_norm=True, attn_output_gate=bool(raw.get("attn_output_gate", True)), norm_zero_centered=True,
         attention_bias=bool(raw.get("attention_bias", False)),
+        o_bias=bool(raw.get("attention_bias", False)),
         partial_rotary_factor=float(rope.get("partial_rotary_factor", raw.get("partial_rotary_factor", 0.25))),
         rope_theta=float(rope.get("rope_theta", raw.get("rope_theta", 10_000_000.0))),
         rope_scaling=None if rope_type == "default" else rope,

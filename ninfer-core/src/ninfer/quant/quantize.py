@@ -166,8 +166,18 @@ def quant_config(bits: int, symmetric: bool, groups: dict[int, list[str]], ignor
     }
 
 
+# where a checkpoint keeps its decoder blocks: causal-LM layouts, and the multimodal one Qwen3.5 / 3.6 publish
+# (the language model under model.language_model; the vision tower and the MTP head stay dense)
+_BLOCK_PREFIXES = ("model.layers.", "model.language_model.layers.")
+
+
 def _is_target(name: str, shape: tuple[int, ...]) -> bool:
-    return name.startswith("model.layers.") and name.endswith(".weight") and len(shape) == 2
+    return name.startswith(_BLOCK_PREFIXES) and name.endswith(".weight") and len(shape) == 2
+
+
+def _other_linear(name: str, shape: tuple[int, ...]) -> bool:
+    """A Linear outside the decoder blocks (vision tower, MTP head), which stays dense; embeddings are not Linear."""
+    return name.endswith(".weight") and len(shape) == 2 and "embed" not in name and name != "lm_head.weight"
 
 
 class _ShardWriter:
@@ -223,7 +233,27 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
     if os.path.exists(dst) and os.listdir(dst):
         raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
     ckpt = open_checkpoint(src)
+    targets = [n for n in ckpt.tensor_names() if _is_target(n, tuple(ckpt.tensor_shape(n)))]
+    if not any(group_for(ckpt.tensor_shape(n)[1], group_size) for n in targets):
+        raise NinferError(f"{src} has no decoder-block Linear weight whose input size is a multiple of 16 "
+                          "(looked under model.layers and model.language_model.layers); nothing to quantise.")
+    created = not os.path.exists(dst)
     os.makedirs(dst, exist_ok=True)
+    try:
+        return _quantize_into(ckpt, src, dst, bits, group_size, method, symmetric, dtype, calibration, progress,
+                              round_options, tune)
+    except BaseException:  # an error or Ctrl-C: leave no half-written checkpoint that a rerun would refuse
+        if created:
+            shutil.rmtree(dst, ignore_errors=True)
+        else:
+            for fn in os.listdir(dst):
+                full = os.path.join(dst, fn)
+                shutil.rmtree(full, ignore_errors=True) if os.path.isdir(full) else os.remove(full)
+        raise
+
+
+def _quantize_into(ckpt, src, dst, bits, group_size, method, symmetric, dtype, calibration, progress,
+                   round_options, tune) -> dict:
     hessians = importance = learned = None
     dense: dict = {}
     if method == "round" or tune:
@@ -261,15 +291,13 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
             writer.add(ct_tensors(module, q, shape))
             groups.setdefault(g, []).append(module)
         else:
-            if _is_target(name, shape):
-                ignore.append(name[: -len(".weight")])
+            if _is_target(name, shape) or _other_linear(name, shape):  # dense Linears: named, so readers of
+                ignore.append(name[: -len(".weight")])                 # the "Linear" target keep them so
             w = dense.get(name, w)  # a tuned norm weight
             writer.add({name: w.to(dtype) if w.is_floating_point() else w})
         del w
     bar.close()
     writer.finish()
-    if not groups:
-        raise NinferError(f"{src} has no Linear weight whose input size is a multiple of 16; nothing to quantise.")
     qcfg = quant_config(bits, symmetric, groups, ignore)
     _write_config(ckpt, src, dst, qcfg, dtype)
     return qcfg

@@ -35,13 +35,22 @@ class SafetensorsDir(Checkpoint):
         self.path = path
         raw = _read_json(os.path.join(path, "config.json"))
         self.raw_config = raw
+        q = raw.get("quantization_config")
+        if type(self) is SafetensorsDir and isinstance(q, dict):  # the quantised formats have their own readers
+            method = q.get("quant_method") or "an unknown method"
+            raise NinferError(f"{path} holds weights quantised with {method}, which ninfer does not read; use the "
+                              "model's bf16 checkpoint, a compressed-tensors pack-quantized or GPTQ one, or a GGUF "
+                              "(`ninfer quantize` makes a pack-quantized one from the bf16 checkpoint).")
         self.config = flatten_config(raw)
         gen = os.path.join(path, "generation_config.json")
         self.generation_config = _read_json(gen) if os.path.exists(gen) else {}
         self._files: dict[str, str] = {}  # tensor name -> file
         index = os.path.join(path, "model.safetensors.index.json")
         if os.path.exists(index):
-            for name, fn in _read_json(index)["weight_map"].items():
+            weight_map = _read_json(index).get("weight_map")
+            if not isinstance(weight_map, dict):
+                raise NinferError(f"{index} has no weight_map; restore the file from the model's original source.")
+            for name, fn in weight_map.items():
                 self._files[name] = os.path.join(path, fn)
         else:
             files = sorted(f for f in os.listdir(path) if f.endswith(".safetensors"))
@@ -71,6 +80,8 @@ class SafetensorsDir(Checkpoint):
         if not hasattr(self, "_handles"):
             self._handles = {}
         if file not in self._handles:
+            if not os.path.exists(file):
+                raise NinferError(f"{file} is missing (model.safetensors.index.json names it); download it again.")
             try:
                 self._handles[file] = safe_open(file, framework="pt", device="cpu")
             except Exception as e:
@@ -83,11 +94,16 @@ class SafetensorsDir(Checkpoint):
 
     def get(self, name: str) -> torch.Tensor:
         file = self._files[name]
+        handle = self._handle(file)  # a missing or unreadable file says so itself
         try:
-            return self._handle(file).get_tensor(name)
+            t = handle.get_tensor(name)
         except Exception as e:
             raise NinferError(f"Cannot read tensor {name} from {file} ({e}); the file may be truncated: "
                               "download it again.") from None
+        if t.dtype in _FP8 and type(self) is SafetensorsDir:
+            raise NinferError(f"Tensor {name} is stored in {str(t.dtype)[6:]} without a quantization_config ninfer "
+                              "reads; use the model's bf16 checkpoint or a pack-quantized one.")
+        return t
 
     def tensor_shape(self, name: str) -> tuple[int, ...]:
         return tuple(self._handle(self._files[name]).get_slice(name).get_shape())
@@ -102,6 +118,10 @@ class SafetensorsDir(Checkpoint):
             return v.get("content") if isinstance(v, dict) else v
 
         return {"bos_token": text(self._tok_cfg.get("bos_token")), "eos_token": text(self._tok_cfg.get("eos_token"))}
+
+
+_FP8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+             if hasattr(torch, n))
 
 
 def flatten_config(raw: dict) -> dict:
