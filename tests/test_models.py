@@ -197,3 +197,33 @@ def test_checkpoints_ninfer_cannot_read_are_refused_in_one_sentence(tmp_path):
     with pytest.raises(NinferError, match=r"model-00002-of-00002.safetensors is missing") as e:
         LLM(model=str(gone), backend="reference", device="cpu", max_context=64, progress=False)
     assert "truncated" not in str(e.value)
+
+
+def test_norm_and_embedding_shapes_are_checked_at_load(tmp_path):
+    """A norm or embedding of the wrong size used to load and fail later inside generate (or broadcast silently)."""
+    from safetensors.torch import load_file, save_file
+
+    from ninfer.errors import NinferError
+
+    for name, shape in (("model.layers.1.post_attention_layernorm.weight", (1,)),
+                        ("model.norm.weight", (128,)), ("model.embed_tokens.weight", (300, 64))):
+        path = tmp_path / name.replace(".", "_")
+        make_tiny_checkpoint("llama", str(path), seed=13)
+        t = load_file(str(path / "model.safetensors"))
+        t[name] = torch.ones(shape)
+        save_file(t, str(path / "model.safetensors"), metadata={"format": "pt"})
+        with pytest.raises(NinferError, match=rf"has shape \({shape[0]},.*config and weights disagree"):
+            LLM(model=str(path), backend="reference", device="cpu", max_context=64, progress=False)
+
+
+def test_a_multimodal_wrapper_of_a_known_text_model_is_refused_by_its_name(tmp_path):
+    import json
+
+    from ninfer.errors import NinferError
+
+    make_tiny_checkpoint("llama", str(tmp_path), seed=13)
+    text = {k: v for k, v in json.loads((tmp_path / "config.json").read_text()).items() if k != "architectures"}
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlavaForConditionalGeneration"],
+                                                      "model_type": "llava", "text_config": text}))
+    with pytest.raises(NinferError, match="Unsupported architecture LlavaForConditionalGeneration"):
+        LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)

@@ -62,8 +62,8 @@ def model_config_from_hf(cfg: dict) -> ModelConfig:
         if a in ARCHITECTURES:
             spec = ARCHITECTURES[a]
             break
-    if spec is None:
-        for s in ARCHITECTURES.values():
+    if spec is None and not (archs and cfg.get("outer_model_type")):  # a multimodal wrapper ninfer does not
+        for s in ARCHITECTURES.values():                               # know (LLaVA) is not its text model
             if mt in s.model_types:
                 spec = s
                 break

@@ -56,13 +56,25 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
 
 def _check_shapes(model) -> None:
     from ..layers.linear import Linear
+    from ..layers.norm import RMSNorm
+
+    def disagree(path, got, want):
+        raise NinferError(f"Weight {path} has shape {tuple(got)} but the config implies {tuple(want)}; the config "
+                          "and weights disagree.")
+
+    emb, cfg = getattr(model, "embed_tokens", None), getattr(model, "cfg", None)
+    if isinstance(emb, torch.Tensor) and cfg is not None and tuple(emb.shape) != (cfg.vocab_size, cfg.hidden_size):
+        disagree("model.embed_tokens", emb.shape, (cfg.vocab_size, cfg.hidden_size))
 
     def walk(obj, path):
         if isinstance(obj, Linear):
             w = obj.weight
             if w is not None and tuple(w.shape) != (obj.out_features, obj.in_features):
-                raise NinferError(f"Weight {path} has shape {tuple(w.shape)} but the config implies "
-                                  f"{(obj.out_features, obj.in_features)}; the config and weights disagree.")
+                disagree(path, w.shape, (obj.out_features, obj.in_features))
+            return
+        if isinstance(obj, RMSNorm):
+            if isinstance(obj.weight, torch.Tensor) and tuple(obj.weight.shape) != (obj.dim,):
+                disagree(path, obj.weight.shape, (obj.dim,))
             return
         for name, child in getattr(obj, "__dict__", {}).items():
             if name in ("ops", "cfg"):
