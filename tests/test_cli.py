@@ -129,6 +129,56 @@ def test_chat_keeps_history():
     assert turns[1][0] > turns[0][0] + turns[0][1] + 5
 
 
+def test_chat_outgrowing_the_context_drops_the_oldest_turns_and_goes_on():
+    """Before session 20 the third turn here ended the session with an error and lost the conversation."""
+    import re
+
+    r = subprocess.run([sys.executable, "-m", "ninfer.cli", "chat", "--max-context", "120", "--max-tokens", "40"],
+                       input="Write a long story about a dragon.\nWrite a long story about a cat.\n"
+                             "And another one please about dogs and more.\n/clear\nWhat is the capital of France?\n",
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and ">>>" not in r.stdout  # no prompts in piped output
+    prompts = [int(a) for a in re.findall(r"prompt (\d+) tok", r.stderr)]
+    assert len(prompts) == 4 and all(p < 120 for p in prompts)
+    assert "(the oldest 2 messages made way for the context of 120 tokens)" in r.stderr
+    assert "(cut off: the reply reached the context)" in r.stderr
+    assert "(conversation cleared)" in r.stderr and prompts[3] < prompts[0] + 5  # a fresh conversation
+    assert "Paris" in r.stdout.splitlines()[-1]
+
+
+def test_ctrl_c_stops_a_chat_reply_not_the_session():
+    import signal
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "ninfer.cli", "chat", "--max-tokens", "400"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdin.write("Write a very long story about dragons.\n")
+    p.stdin.flush()
+    assert p.stdout.read(1)  # the reply has begun
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate("What is the capital of France?\n/exit\n", timeout=300)
+    assert p.returncode == 0, err
+    assert "(stopped)" in err and "Traceback" not in err
+    assert "Paris" in out.splitlines()[-1]
+
+
+def test_a_second_generation_while_a_stream_is_open_is_told_not_hung():
+    """The engine generates one thing at a time; the thread that still holds an open stream used to wait for
+    itself forever."""
+    from ninfer import LLM, SamplingParams
+    from ninfer.errors import NinferError
+
+    llm = LLM(progress=False)
+    g = llm.stream("Hello", SamplingParams(max_tokens=20))
+    next(g)
+    with pytest.raises(NinferError, match="still open"):
+        llm.generate("Hi", SamplingParams(max_tokens=2))
+    g.close()
+    assert llm.generate("Hi", SamplingParams(max_tokens=2)).token_ids
+
+
 def test_eval_ppl_reports_each_kv_format_and_the_lm_head(tmp_path):
     """`ninfer eval ppl`: one line per KV format from one load; --lm-head int8 changes the figure a little (the
     option took effect), and the dense figure is the Python API's."""

@@ -100,10 +100,11 @@ def run(prompt, model, backend, max_context, max_tokens, temperature, seed, top_
     """Answer PROMPT; the answer goes to stdout, timings to stderr."""
     from .config.sampling import SamplingParams
 
+    # the options are checked before the model loads (minutes for a 27B), not after
+    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p, top_k=top_k)
     llm = load_llm(model, backend, max_context, draft=draft)
     click.echo(f"loaded {llm.model_name} on {llm.device} ({llm.backend}) in {llm.load_seconds:.1f}s; "
                f"context {llm.max_context} tokens, {describe_formats(llm)}", err=True)
-    params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed, top_p=top_p, top_k=top_k)
     if raw:
         text = prompt
     else:
@@ -139,32 +140,79 @@ def _print_stats(s):
 @model_options
 @click.option("--system", default=None, help="System message.")
 def chat(model, backend, max_context, max_tokens, temperature, seed, system):
-    """Interactive chat that keeps the conversation; /exit or Ctrl-D ends it."""
+    """Interactive chat that keeps the conversation. Ctrl-C stops a reply, /clear forgets the conversation,
+    /exit or Ctrl-D ends it; the oldest turns make way when the conversation outgrows the context."""
+    import threading
+
     from .config.sampling import SamplingParams
 
-    llm = load_llm(model, backend, max_context)
     params = SamplingParams(temperature=temperature, max_tokens=max_tokens, seed=seed)
-    history = [{"role": "system", "content": system}] if system else []
-    click.echo(f"ninfer chat with {llm.model_name} ({llm.backend}); /exit to quit", err=True)
+    llm = load_llm(model, backend, max_context)
+    head = [{"role": "system", "content": system}] if system else []
+    turns: list[dict] = []
+    tty = sys.stdin.isatty()
+    click.echo(f"ninfer chat with {llm.model_name} ({llm.backend}); Ctrl-C stops a reply, /clear forgets, "
+               "/exit quits", err=True)
     while True:
         try:
-            line = input(">>> ")
+            line = input(">>> " if tty else "")
         except EOFError:
             break
+        except KeyboardInterrupt:
+            click.echo("\n(Ctrl-D or /exit quits)", err=True)
+            continue
         if line.strip() in ("/exit", "/quit"):
             break
+        if line.strip() == "/clear":
+            turns = []
+            click.echo("(conversation cleared)", err=True)
+            continue
         if not line.strip():
             continue
-        history.append({"role": "user", "content": line})
-        pieces, stats = [], None
-        for c in llm.generate_stream(llm.render_chat(history), params):
-            sys.stdout.write(c.text)
-            sys.stdout.flush()
-            pieces.append(c.text)
-            stats = c.stats or stats
+        turns.append({"role": "user", "content": line})
+        ids, dropped = _fit_chat(llm, head, turns)
+        if ids is None:
+            turns.pop()
+            click.echo(f"(that message alone does not fit the context of {llm.max_context} tokens; send a shorter "
+                       "one, or restart with a larger --max-context)", err=True)
+            continue
+        if dropped:
+            turns = turns[dropped:]
+            click.echo(f"(the oldest {dropped} messages made way for the context of {llm.max_context} tokens)",
+                       err=True)
+        pieces, stats, finish, cancel = [], None, None, threading.Event()
+        stream = llm.generate_stream(ids, params, cancel=cancel)
+        try:
+            for c in stream:
+                sys.stdout.write(c.text)
+                sys.stdout.flush()
+                pieces.append(c.text)
+                stats, finish = c.stats or stats, c.finish_reason or finish
+        except KeyboardInterrupt:
+            cancel.set()
+            finish = "cancelled"
+        finally:
+            stream.close()
         sys.stdout.write("\n")
-        history.append({"role": "assistant", "content": "".join(pieces)})
+        turns.append({"role": "assistant", "content": "".join(pieces)})
+        if finish == "cancelled":
+            click.echo("(stopped)", err=True)
+        elif finish == "length":
+            why = "--max-tokens" if stats and stats.get("generated_tokens", 0) >= max_tokens else "the context"
+            click.echo(f"(cut off: the reply reached {why})", err=True)
         _print_stats(stats)
+
+
+def _fit_chat(llm, head: list[dict], turns: list[dict]) -> tuple[list[int] | None, int]:
+    """The prompt's tokens with the fewest oldest messages dropped (whole user / assistant pairs, the system
+    message kept) so that at least some reply fits; (None, 0) when the last message alone does not."""
+    dropped = 0
+    while dropped < len(turns):
+        ids = llm.tokenizer.encode(llm.render_chat(head + turns[dropped:]))
+        if len(ids) < llm.max_context - 1:
+            return ids, dropped
+        dropped += 2 if dropped + 2 < len(turns) else 1
+    return None, 0
 
 
 @cli.command()

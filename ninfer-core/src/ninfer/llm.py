@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import threading
@@ -107,6 +108,7 @@ class LLM:
             self.drafter = build_drafter(draft, self)
         self.load_seconds = time.perf_counter() - t0
         self._lock = threading.Lock()
+        self._holder: int | None = None  # the thread generating now (a stream left open holds the engine)
 
     # -- prompts ---------------------------------------------------------------------------
     def render_chat(self, messages: list[dict], tools: list | None = None, add_generation_prompt: bool = True,
@@ -128,9 +130,23 @@ class LLM:
                         cancel: threading.Event | None = None) -> Iterator[Chunk]:
         params = params or SamplingParams()
         ids = self._ids(prompt)
-        with self._lock:
+        with self._engine():
             yield from generate_stream(self.runner, self.tokenizer, ids, params, self.eos_token_ids,
                                        cancel=cancel, drafter=self.drafter)
+
+    @contextlib.contextmanager
+    def _engine(self):
+        """The engine, for one generation at a time. Other threads wait their turn; the same thread asking again
+        while one of its streams is still open would wait for itself forever, so it is told instead."""
+        if self._holder == threading.get_ident():
+            raise NinferError("A stream from this LLM is still open in this thread; read it to the end or close() "
+                              "it before generating again.")
+        with self._lock:
+            self._holder = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._holder = None
 
     def generate(self, prompt: str | list[int], params: SamplingParams | None = None) -> Output:
         text, ids, lps, last = [], [], [], None
@@ -155,7 +171,7 @@ class LLM:
         """exp(mean next-token NLL) of ``text`` on this engine's kernels and KV format."""
         from .quant.perplexity import perplexity
 
-        with self._lock:
+        with self._engine():
             return perplexity(self, text)
 
     def info(self) -> dict:
