@@ -28,8 +28,8 @@ def _find_path(llm, arg: str | None, options: dict) -> str:
     beside = os.path.join(llm.model_path, "dflash") if os.path.isdir(llm.model_path) else ""
     if beside and os.path.isdir(beside):
         return beside
-    raise NinferError("dflash needs its draft checkpoint; pass draft='dflash:/path/to/draft' or set "
-                      "NINFER_DFLASH_MODEL.")
+    raise NinferError("dflash needs its draft checkpoint: --draft dflash:/path/to/draft (draft='dflash:/path/to/draft' "
+                      "in Python), or set NINFER_DFLASH_MODEL.")
 
 
 class DFlashDrafter(Drafter):

@@ -91,7 +91,7 @@ class MTPDrafter(Drafter):
                 if n in names:
                     return llm.checkpoint.get(n)
             raise NinferError(f"{llm.model_name} has no complete MTP head ({canonical} is missing); use "
-                              "draft='lookup' or a DFlash draft model instead.")
+                              "the lookup drafter (--draft lookup) or a DFlash draft model instead.")
 
         get("mtp.fc.weight")
         for path, canon in self.head.weight_sources().items():

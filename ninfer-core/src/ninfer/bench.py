@@ -31,16 +31,27 @@ def _timed_transformers(path: str, prompt: list[int], new: int, device: torch.de
     m = m.to(device).eval()
     ids = torch.tensor([prompt], device=device)
     kw = dict(do_sample=False, pad_token_id=0)
+
+    class Clock:  # generate's streamer hook: put() gets the prompt, then each new token as it is made
+        def __init__(self):
+            self.times = []
+
+        def put(self, _):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            self.times.append(time.perf_counter())
+
+        def end(self):
+            pass
+
     with torch.no_grad():
         m.generate(ids[:, :8], max_new_tokens=4, min_new_tokens=4, **kw)
+        clock = Clock()
         t = time.perf_counter()
-        m.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw)
-        tp = time.perf_counter() - t
-        t = time.perf_counter()
-        m.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw)
-        tt = time.perf_counter() - t
+        m.generate(ids, max_new_tokens=new, min_new_tokens=new, streamer=clock, **kw)
+    first, last = clock.times[1], clock.times[-1]  # the first new token, the last: one run times both phases
     return {"engine": "transformers", "prompt_tokens": len(prompt), "new_tokens": new,
-            "prefill_tok_s": len(prompt) / tp, "decode_tok_s": (new - 1) / max(tt - tp, 1e-9)}
+            "prefill_tok_s": len(prompt) / (first - t), "decode_tok_s": (new - 1) / (last - first)}
 
 
 def run_bench(model, backend, max_context, prompt_tokens: int, new_tokens: int, peer: str, llm=None) -> dict:

@@ -13,6 +13,20 @@ from .errors import NinferError
 LM_HEAD_CHOICES = ("dense", "int8", "int4")  # dense: as the checkpoint stores it; else LLM(quantize_lm_head=...)
 
 
+def read_text(path: str, what: str) -> str:
+    """A UTF-8 text file's contents for ``what`` (e.g. "--calibration"); anything else is one clear error."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise NinferError(f"{path} is not UTF-8 text; {what} takes a plain text file.") from None
+    except OSError as e:
+        raise NinferError(f"Cannot read {path} ({e.strerror}); {what} takes a readable text file.") from None
+    if not text.strip():
+        raise NinferError(f"{path} is empty; {what} needs some text.")
+    return text
+
+
 def lm_head_format(choice: str) -> str | None:
     """A --lm-head choice as LLM's quantize_lm_head (None: dense)."""
     return None if choice == "dense" else choice
@@ -127,8 +141,9 @@ def _kv_label(llm) -> str:
 def _print_stats(s):
     if not s:
         return
+    decode = f"{s['decode_tok_s']:.1f} tok/s" if s["generated_tokens"] > 1 else "n/a (one token)"
     line = (f"prompt {s['prompt_tokens']} tok, prefill {s['prefill_tok_s']:.1f} tok/s; generated "
-            f"{s['generated_tokens']} tok, decode {s['decode_tok_s']:.1f} tok/s")
+            f"{s['generated_tokens']} tok, decode {decode}")
     if s.get("drafted_tokens"):
         steps = max(s["verify_steps"], 1)
         line += (f"; {s['generated_tokens'] / steps:.2f} tok/step, acceptance "
@@ -265,13 +280,14 @@ def plugins(as_json):
 
 
 @cli.command()
-@model_options
-@click.option("--prompt-tokens", type=int, default=128, show_default=True)
-@click.option("--new-tokens", type=int, default=64, show_default=True)
+@load_options
+@click.option("--prompt-tokens", type=click.IntRange(min=1), default=128, show_default=True)
+@click.option("--new-tokens", type=click.IntRange(min=2), default=64, show_default=True,
+              help="Tokens to generate (at least 2: decode speed is timed from the first new token on).")
 @click.option("--peer", type=click.Choice(["none", "transformers"]), default="none", show_default=True,
               help="Also measure a peer on the same model in the same process.")
 @click.option("--json", "as_json", is_flag=True)
-def bench(model, backend, max_context, max_tokens, temperature, seed, prompt_tokens, new_tokens, peer, as_json):
+def bench(model, backend, max_context, prompt_tokens, new_tokens, peer, as_json):
     """Prefill and decode tok/s for fixed lengths (random prompt tokens, greedy, EOS ignored)."""
     from .bench import run_bench
 

@@ -34,12 +34,34 @@ def default_model_path() -> str:
     return os.path.join(os.path.dirname(spec.origin), DEFAULT_MODEL_FILE)
 
 
+_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+           "half": torch.float16, "float32": torch.float32, "fp32": torch.float32, "float": torch.float32}
+
+
 def _pick_dtype(device: torch.device, dtype) -> torch.dtype:
     if dtype is not None:
-        return getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        got = _DTYPES.get(dtype) if isinstance(dtype, str) else dtype if dtype in _DTYPES.values() else None
+        if got is None:
+            raise NinferError(f"dtype {dtype!r} is not one ninfer runs; use bfloat16, float16 or float32.")
+        return got
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.get_device_capability(device) >= (8, 0) else torch.float16
     return torch.float32
+
+
+def _pick_device(device) -> torch.device:
+    if not device:
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise NinferError(f"device {device!r} is not a device; use cpu, cuda or cuda:N.") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise NinferError(f"device {device!r} asks for a GPU, but torch sees none here; use device='cpu' (or leave "
+                          "device out), or install a CUDA build of torch on a GPU machine.")
+    if dev.type not in ("cpu", "cuda"):
+        raise NinferError(f"device {device!r} is not one ninfer runs on; use cpu or cuda.")
+    return dev
 
 
 class LLM:
@@ -56,7 +78,7 @@ class LLM:
         path = model or default_model_path()
         self.model_path = path
         self.model_name = os.path.basename(os.path.normpath(path))
-        dev = torch.device(device) if device else (torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
+        dev = _pick_device(device)
         self.backend, self.backend_why = choose_backend(backend, dev)
         self.device, self.dtype = dev, _pick_dtype(dev, dtype)
         self.checkpoint = ckpt = open_checkpoint(path)
@@ -67,12 +89,22 @@ class LLM:
         if self.kv_cache not in KV_FORMATS:
             raise NinferError(f"Unknown kv_cache {kv_cache!r}; choose auto, {', '.join(KV_FORMATS)}.")
         self.ops = resolve(self.backend, DeviceSpec.of(dev, self.dtype), kv_format=self.kv_cache)
+        if max_context is not None and max_context != "auto" and (isinstance(max_context, bool)
+                                                                   or not isinstance(max_context, int)):
+            raise NinferError(f"max_context must be a number of tokens or 'auto', got {max_context!r}.")
+        if max_context is not None and max_context != "auto" and max_context < 2:
+            raise NinferError(f"max_context must be at least 2 tokens, got {max_context}.")
         if max_context == "auto":  # the capacity planner: the longest context this device holds
             from .quant.capacity import auto_max_context
 
             max_context = auto_max_context(ckpt, cfg, ARCHITECTURES[cfg.architecture], dev, self.dtype,
                                            self.kv_cache, quantized_weights, lm_head=quantize_lm_head)
         self.max_context = min(max_context or (8192 if dev.type == "cpu" else 32768), cfg.max_position_embeddings)
+        if isinstance(max_context, int) and max_context > cfg.max_position_embeddings:
+            import warnings
+
+            warnings.warn(f"max_context {max_context} is beyond the {cfg.max_position_embeddings} tokens this model "
+                          f"was configured for; using {self.max_context}.", stacklevel=2)
         if self.max_context < 2:
             raise NinferError(f"max_context must be at least 2 tokens, got {self.max_context}.")
         arch = ARCHITECTURES[cfg.architecture]

@@ -16,7 +16,7 @@ def ninfer_register_commands(cli):
     @cli.command()
     @load_options
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind; 0.0.0.0 for all.")
-    @click.option("--port", default=8000, show_default=True, type=int)
+    @click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
     @click.option("--api-key", envvar="NINFER_API_KEY", default=None,
                   help="Require this key on every route but /health (env NINFER_API_KEY).")
     @click.option("--served-model-name", multiple=True,
@@ -36,6 +36,7 @@ def ninfer_register_commands(cli):
 
         if max_queue < 1:
             raise click.BadParameter("must be at least 1", param_hint="--max-queue")
+        _check_can_listen(host, port)  # before the model loads (minutes for a 27B), not after
         logging.basicConfig(level=os.environ.get("NINFER_LOG_LEVEL", "INFO"))
         kw = {"draft": draft} if draft is not None else {}
         llm = load_llm(model, backend, max_context, progress=False, **kw)
@@ -44,3 +45,19 @@ def ninfer_register_commands(cli):
         click.echo(f"serving {names[0]} ({llm.backend}, context {llm.max_context} tokens, {describe_formats(llm)}) "
                    f"on http://{host}:{port}", err=True)
         uvicorn.run(create_app(state), host=host, port=port, timeout_keep_alive=75, log_level="warning")
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise click.BadParameter(f"{host!r} is not an address here ({e.strerror})", param_hint="--host") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise click.ClickException(f"Cannot listen on {host}:{port} ({e.strerror}); pick another --port, or "
+                                       "stop what uses it.") from None

@@ -34,6 +34,15 @@ class SamplingParams:
         def bad(msg):
             raise NinferError(msg)
 
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+                bad(f"{name} must be a number, got {v!r}.")
+        for name in ("top_k", "max_tokens", "seed", "logprobs"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                bad(f"{name} must be a whole number, got {v!r}.")
+
         if self.temperature < 0:
             bad(f"temperature must be >= 0, got {self.temperature}; use 0 for greedy decoding.")
         if not 0 < self.top_p <= 1:

@@ -131,7 +131,7 @@ def check_prompt(runner, prompt_ids: list[int], params: SamplingParams) -> int:
     n_prompt = len(prompt_ids)
     if n_prompt >= runner.max_context:
         raise ContextLengthError(f"The prompt has {n_prompt} tokens but the context holds {runner.max_context}; "
-                                 "shorten the prompt or raise --max-context.")
+                                 "shorten the prompt or raise the context (--max-context, LLM(max_context=...)).")
     room = runner.max_context - n_prompt
     return room if params.max_tokens is None else min(params.max_tokens, room)
 

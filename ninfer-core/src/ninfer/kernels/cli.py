@@ -88,7 +88,11 @@ def build_cmd(arch, as_json):
         click.echo(json.dumps(result))
         return
     if not result["backends"]:
-        click.echo(f"no installed backend claims {result['arch']}")
+        from ..backends import installed_backends
+
+        arches = sorted({f"sm_{a}{b}" for c in installed_backends().values() for a, b in getattr(c, "capabilities", ())})
+        raise click.ClickException(f"no installed backend claims {result['arch']}" + (
+            f"; they build for {', '.join(arches)}." if arches else "; install one (pip install -e ./backends/...)."))
     for b in result["backends"]:
         how = "cached" if b["cached"] else f"compiled in {b['seconds']} s"
         click.echo(f"{b['backend']}: {b['kernels']} kernels for {result['arch']} ({how})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import LM_HEAD_CHOICES, lm_head_format
+from ..cli import _CONTEXT, LM_HEAD_CHOICES, lm_head_format, read_text
 
 KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
 
@@ -16,7 +16,7 @@ KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
 @click.option("--group-size", type=click.Choice(["32", "64", "128"]), default="128", show_default=True)
 @click.option("--method", type=click.Choice(["rtn", "clip", "round", "gptq"]), default="rtn", show_default=True,
               help="rtn: round to nearest, nothing clipped; clip: round to nearest with each group's scale searched "
-                   "for the least activation-weighted error (needs --calibration; seconds); round: clip, then each "
+                   "for the least activation-weighted error (needs --calibration; ~40 s for 135M on two CPU cores); round: clip, then each "
                    "decoder block's rounding and group scales tuned by signed gradient descent to match the float "
                    "block's output on the calibration text (AutoRound-style; needs --calibration; ~10 min on one "
                    "CPU core for a 135M model; the closest to the float model at int4 on SmolLM2, bench/RESULTS.md); "
@@ -68,12 +68,10 @@ def quantize(src, dst, bits, group_size, method, asymmetric, dtype, calibration,
         if calibration is None:
             what = f"--method {method}" if method != "rtn" else "--tune-steps"
             raise NinferError(f"{what} needs --calibration FILE (a few thousand tokens of typical text).")
-        with open(calibration, encoding="utf-8") as f:
-            ids = f.read()
+        ids = read_text(calibration, "--calibration")
     e2e_text = None
     if e2e_calibration is not None:
-        with open(e2e_calibration, encoding="utf-8") as f:
-            e2e_text = f.read()
+        e2e_text = read_text(e2e_calibration, "--e2e-calibration")
     qcfg = quantize_checkpoint(src, dst, int(bits), int(group_size), method, not asymmetric, getattr(torch, dtype),
                                calibration=ids, round_options={"iters": iters, "windows": windows, "seed": seed,
                                               "e2e_steps": e2e_steps, "e2e_lr": e2e_lr, "e2e_holdout": e2e_holdout,
@@ -96,8 +94,8 @@ def eval_group():
 @click.option("--model", "-m", default=None, help="HF model directory or .gguf file (default: SmolLM2-135M).")
 @click.option("--backend", default="auto", show_default=True)
 @click.option("--kv-cache", default="bf16", show_default=True,
-              help=f"KV format, or several comma-separated ({', '.join(KV_CHOICES)}) for a table from one load.")
-@click.option("--max-context", type=int, default=None)
+              help=f"KV format, or several comma-separated (auto, {', '.join(KV_CHOICES)}) for a table from one load.")
+@click.option("--max-context", type=_CONTEXT, default=None, help="Context to reserve, or auto (as run takes it).")
 @click.option("--lm-head", type=click.Choice(LM_HEAD_CHOICES), default="dense", show_default=True,
               help="lm_head as stored, or grouped int8 / int4 at load (LLM(quantize_lm_head=...)).")
 def ppl(file, model, backend, kv_cache, max_context, lm_head):
@@ -106,12 +104,11 @@ def ppl(file, model, backend, kv_cache, max_context, lm_head):
     from ..llm import LLM
     from .evaluate import kv_format
 
-    formats = [f.strip() for f in kv_cache.split(",") if f.strip()]
+    formats = [{"auto": "bf16"}.get(f.strip(), f.strip()) for f in kv_cache.split(",") if f.strip()]
     bad = [f for f in formats if f not in KV_CHOICES]
     if bad or not formats:
-        raise NinferError(f"--kv-cache {kv_cache!r} is not a list of {', '.join(KV_CHOICES)}.")
-    with open(file, encoding="utf-8") as f:
-        text = f.read()
+        raise NinferError(f"--kv-cache {kv_cache!r} is not a list of auto, {', '.join(KV_CHOICES)}.")
+    text = read_text(file, "ninfer eval ppl")
     llm = LLM(model=model, backend=backend, max_context=max_context, kv_cache=formats[0],
               quantize_lm_head=lm_head_format(lm_head))
     n = len(llm.tokenizer.encode(text))

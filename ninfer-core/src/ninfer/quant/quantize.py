@@ -230,6 +230,8 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
     tune = tune_options if tune_options and tune_options.get("steps") else None
     if tune and calibration is None:
         raise NinferError("Tuning (--tune-steps) needs --calibration FILE (a few thousand tokens of typical text).")
+    if os.path.exists(dst) and not os.path.isdir(dst):
+        raise NinferError(f"{dst} exists and is not a directory; pass a new directory.")
     if os.path.exists(dst) and os.listdir(dst):
         raise NinferError(f"{dst} exists and is not empty; pass a new directory.")
     ckpt = open_checkpoint(src)
@@ -238,7 +240,13 @@ def quantize_checkpoint(src: str, dst: str, bits: int = 4, group_size: int = 128
         raise NinferError(f"{src} has no decoder-block Linear weight whose input size is a multiple of 16 "
                           "(looked under model.layers and model.language_model.layers); nothing to quantise.")
     created = not os.path.exists(dst)
-    os.makedirs(dst, exist_ok=True)
+    try:
+        os.makedirs(dst, exist_ok=True)
+        with open(os.path.join(dst, ".ninfer-write-test"), "w"):
+            pass
+        os.remove(os.path.join(dst, ".ninfer-write-test"))
+    except OSError as e:
+        raise NinferError(f"Cannot write to {dst} ({e.strerror}); pass a directory you can write to.") from None
     try:
         return _quantize_into(ckpt, src, dst, bits, group_size, method, symmetric, dtype, calibration, progress,
                               round_options, tune)
