@@ -131,8 +131,10 @@ BAD = [  # (raw JSON body, status, param the error names or None)
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "temperature": 5}', 400, "temperature"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}',
      400, "stream_options"),
-    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}}',
-     400, "response_format"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", '
+     b'"json_schema": {"name": "x", "schema": {"type": "object"}}}}', 400, "response_format"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}, '
+     b'"tools": [{"type": "function", "function": {"name": "f"}}]}', 400, "response_format"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "bogus"}}',
      400, "response_format"),
 ]
@@ -279,3 +281,16 @@ def test_continue_final_message_goes_on_from_the_assistants_text(client):
     ref = client.completions.create(model="smol", prompt=tok.encode(prefix), max_tokens=8, temperature=0)
     assert r.choices[0].message.content == ref.choices[0].text and ref.choices[0].text
     assert r.usage.prompt_tokens == len(tok.encode(prefix))
+
+
+def test_json_mode_answers_one_json_object(client):
+    """response_format json_object: the output is constrained to one JSON object (before session 20 the field was
+    dropped and the answer was prose), streamed or not."""
+    kw = dict(model="smol", messages=[{"role": "user", "content": "Describe a cat."}], max_tokens=120,
+              temperature=0, response_format={"type": "json_object"})
+    full = client.chat.completions.create(**kw)
+    assert full.choices[0].finish_reason == "stop"
+    assert isinstance(json.loads(full.choices[0].message.content), dict)
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**kw, stream=True)
+                       if c.choices)
+    assert streamed == full.choices[0].message.content

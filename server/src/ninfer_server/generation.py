@@ -201,6 +201,8 @@ def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | N
                 f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '
         if prompt_opens_reasoning(prompt):  # a forced call skips thinking
             prompt = prompt + "\n</think>\n\n"
+    elif params.response_format and not continue_final and prompt_opens_reasoning(prompt):
+        prompt = prompt + "\n</think>\n\n"  # JSON mode: the answer is the object, from its first token
     start_in_reasoning = not prefill and not continue_final and prompt_opens_reasoning(prompt)
     ids = llm.tokenizer.encode(prompt + prefill)
     if check:

@@ -12,6 +12,8 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
+from ninfer.errors import NinferError
+
 from .common import (
     check_model,
     collect,
@@ -169,14 +171,17 @@ def _tool_choice(choice, tools):
     return choice
 
 
-def _response_format(fmt: dict | None) -> None:
-    kind = (fmt or {}).get("type", "text")
-    if kind == "text":
-        return
-    if kind in ("json_object", "json_schema"):
-        raise APIError(400, f"response_format {kind} is not supported: this server does not constrain its output "
-                            "to JSON; ask for JSON in the prompt (or call a tool) and leave response_format out.",
-                       "response_format")
+def _response_format(fmt: dict | None) -> str | None:
+    """json_object: the output is constrained to one JSON object (ninfer.engine.json_mode)."""
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if fmt is None or kind == "text":
+        return None
+    if kind == "json_object":
+        return kind
+    if kind == "json_schema":
+        raise APIError(400, "response_format json_schema is not supported: this server constrains output to a JSON "
+                            "object but not to a schema; use {\"type\": \"json_object\"} and describe the schema in "
+                            "the prompt, or call a tool.", "response_format")
     raise APIError(400, f"response_format.type must be text, json_object or json_schema, got {kind!r}.",
                    "response_format")
 
@@ -237,11 +242,19 @@ async def chat_completions(request: Request) -> Response:
         raise APIError(400, "top_logprobs needs logprobs: true.", "top_logprobs")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
     params = _params(req, max_tokens, logprobs)
-    _response_format(req.response_format)
+    params.response_format = _response_format(req.response_format)
+    try:
+        params.validate()
+    except NinferError as e:
+        raise APIError(400, str(e), "response_format") from None
     tools = [msgspec.to_builtins(t) for t in req.tools] if req.tools else None
     kwargs = dict(req.chat_template_kwargs or {})
-    plan = chat_plan(server.llm, _messages(req), params, tools, _tool_choice(req.tool_choice, tools),
-                     kwargs.pop("enable_thinking", None), kwargs, continue_final=req.continue_final_message)
+    thinking = kwargs.pop("enable_thinking", None)
+    if params.response_format and tools:
+        raise APIError(400, "response_format json_object and tools cannot go together: a tool call is not the "
+                            "JSON object asked for; leave one out.", "response_format")
+    plan = chat_plan(server.llm, _messages(req), params, tools, _tool_choice(req.tool_choice, tools), thinking,
+                     kwargs, continue_final=req.continue_final_message)
     rid, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())
     head = {"id": rid, "object": "chat.completion", "created": created, "model": model}
     if not req.stream:

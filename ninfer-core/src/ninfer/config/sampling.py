@@ -22,6 +22,7 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     logprobs: int | None = None  # top-n logprobs per generated token
+    response_format: str | None = None  # "json_object": the output is one JSON object (engine/json_mode.py)
 
     def __post_init__(self):
         if isinstance(self.stop, str):
@@ -59,6 +60,10 @@ class SamplingParams:
             bad(f"max_tokens must be at least 1, got {self.max_tokens}.")
         if self.seed is not None and not -2 ** 63 <= self.seed < 2 ** 64:
             bad(f"seed must be a 64-bit integer (between -2**63 and 2**64 - 1), got {self.seed}.")
+        if self.response_format not in (None, "text", "json_object"):
+            bad(f"response_format must be text or json_object, got {self.response_format!r}.")
+        if self.response_format == "json_object" and self.ignore_eos:
+            bad("ignore_eos cannot go with response_format json_object: the object's end ends the output.")
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             bad(f"logprobs must be between 0 and 20, got {self.logprobs}.")
 
