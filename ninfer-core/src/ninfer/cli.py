@@ -157,6 +157,7 @@ def _print_stats(s):
 def chat(model, backend, max_context, max_tokens, temperature, seed, system):
     """Interactive chat that keeps the conversation. Ctrl-C stops a reply, /clear forgets the conversation,
     /exit or Ctrl-D ends it; the oldest turns make way when the conversation outgrows the context."""
+    import signal
     import threading
 
     from .config.sampling import SamplingParams
@@ -196,18 +197,17 @@ def chat(model, backend, max_context, max_tokens, temperature, seed, system):
             click.echo(f"(the oldest {dropped} messages made way for the context of {llm.max_context} tokens)",
                        err=True)
         pieces, stats, finish, cancel = [], None, None, threading.Event()
-        stream = llm.generate_stream(ids, params, cancel=cancel)
+        # Ctrl-C asks the engine to stop at its next step (a KeyboardInterrupt inside a decode step could leave
+        # its caches half written); a second Ctrl-C while it stops is ignored
+        previous = signal.signal(signal.SIGINT, lambda *_, stop=cancel: stop.set())
         try:
-            for c in stream:
+            for c in llm.generate_stream(ids, params, cancel=cancel):
                 sys.stdout.write(c.text)
                 sys.stdout.flush()
                 pieces.append(c.text)
                 stats, finish = c.stats or stats, c.finish_reason or finish
-        except KeyboardInterrupt:
-            cancel.set()
-            finish = "cancelled"
         finally:
-            stream.close()
+            signal.signal(signal.SIGINT, previous)
         sys.stdout.write("\n")
         turns.append({"role": "assistant", "content": "".join(pieces)})
         if finish == "cancelled":
