@@ -275,3 +275,16 @@ def test_bench_times_the_transformers_peer_from_one_run():
     assert r.returncode == 0, r.stderr
     runs = {x["engine"].split(":")[0]: x for x in json.loads(r.stdout)["runs"]}
     assert 0 < runs["transformers"]["decode_tok_s"] < 1e5 and 0 < runs["transformers"]["prefill_tok_s"] < 1e6
+
+
+def test_info_lines_up_and_names_only_what_the_model_has():
+    r = ninfer("info")
+    assert r.returncode == 0, r.stderr
+    assert "mtp head" not in r.stdout  # SmolLM2 has none
+    starts = {line.index(v) for line in r.stdout.splitlines() for v in [line.split("  ")[-1].strip()] if v}
+    assert len(starts) == 1  # one column of values
+    from ninfer import LLM
+    from ninfer.errors import NinferError
+
+    with pytest.raises(NinferError, match="non-empty list"):
+        LLM(progress=False).chat([])

@@ -103,7 +103,7 @@ def choose_backend(name: str = "auto", device: torch.device | None = None) -> tu
     if name == "auto":
         runnable = [s for s in statuses if s.can_run]
         best = runnable[0]
-        return best.name, f"auto picked {best.name}: {best.why}"
+        return best.name, f"{best.name}: {best.why}"
     if name not in by_name:
         known = ", ".join(sorted(by_name)) or "none"
         raise NinferError(f"Unknown backend {name!r}; installed backends are: {known} (or use --backend auto).")

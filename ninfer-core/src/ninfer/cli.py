@@ -314,8 +314,9 @@ def info(model, as_json):
     if as_json:
         click.echo(json.dumps(rep, indent=2))
         return
+    width = max(len(k) for k in rep)
     for k, v in rep.items():
-        click.echo(f"{k:28s} {v}")
+        click.echo(f"{k:{width}s}  {v}")
 
 
 def _add_plugin_commands():

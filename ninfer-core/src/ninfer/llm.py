@@ -197,6 +197,8 @@ class LLM:
 
     def chat(self, messages: list[dict], params: SamplingParams | None = None, tools: list | None = None,
              enable_thinking: bool | None = None) -> Output:
+        if not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
+            raise NinferError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts.")
         return self.generate(self.render_chat(messages, tools=tools, enable_thinking=enable_thinking), params)
 
     def perplexity(self, text: str) -> float:

@@ -41,7 +41,7 @@ def memory_report(model: str | None = None, dtype: torch.dtype = torch.bfloat16)
         "layers": f"{cfg.num_layers} ({n_attn} full attention)",
         "parameters": f"{params / 1e9:.3f} B",
         "weights (bf16)": _gb(params * elt),
-        "mtp head (bf16, for --draft mtp)": _gb(mtp * elt),
+        **({"mtp head (bf16, for --draft mtp)": _gb(mtp * elt)} if mtp else {}),
         "kv cache per token (bf16)": f"{kv_tok / 1024:.1f} KiB",
         "kv cache at 32K tokens": _gb(kv_tok * 32768),
         "recurrent state per sequence": f"{state / 2**20:.1f} MiB",
