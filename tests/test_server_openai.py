@@ -294,3 +294,12 @@ def test_json_mode_answers_one_json_object(client):
     streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**kw, stream=True)
                        if c.choices)
     assert streamed == full.choices[0].message.content
+
+
+def test_out_of_vocabulary_token_ids_are_a_400_even_when_streaming(server):
+    """The engine's own id check, made before the response starts (streamed, it was a 200 then an error event)."""
+    for stream in (False, True):
+        r = httpx.post(server.url + "/v1/completions", headers={"Authorization": f"Bearer {KEY}"}, timeout=60,
+                       json={"model": "smol", "prompt": [1, 10 ** 7], "max_tokens": 2, "stream": stream})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
+        assert "outside the vocabulary" in r.json()["error"]["message"]

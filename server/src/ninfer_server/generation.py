@@ -211,13 +211,12 @@ def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | N
 
 
 def completion_plan(llm, prompt, params: SamplingParams) -> Plan:
-    ids = llm.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+    try:
+        ids = llm._ids(prompt)  # the engine's own check of token ids, before any response starts
+    except NinferError as e:
+        raise APIError(400, str(e), "prompt") from None
     if not ids:
         raise APIError(400, "The prompt is empty; give at least one token of text.", "prompt")
-    vocab = llm.config.vocab_size
-    bad = [t for t in ids if not 0 <= t < vocab]
-    if bad:
-        raise APIError(400, f"Token id {bad[0]} is outside the vocabulary (0..{vocab - 1}).", "prompt")
     check_fits(llm, len(ids), params.max_tokens, "prompt")
     return Plan(ids, params)
 

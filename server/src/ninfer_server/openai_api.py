@@ -12,8 +12,6 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
-from ninfer.errors import NinferError
-
 from .common import (
     check_model,
     collect,
@@ -85,7 +83,7 @@ class CompletionRequest(Sampling):
     echo: bool = False
 
 
-def _params(req, max_tokens, logprobs):
+def _params(req, max_tokens, logprobs, response_format=None):
     if req.n not in (None, 1):
         raise APIError(400, f"n must be 1 (this server generates one choice per request), got {req.n}.", "n")
     if req.temperature is not None and not 0 <= req.temperature <= 2:
@@ -99,7 +97,7 @@ def _params(req, max_tokens, logprobs):
         temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=stop, ignore_eos=req.ignore_eos,
-        logprobs=logprobs)
+        logprobs=logprobs, response_format=response_format)
     params.max_tokens = max_tokens  # None: up to the end of the context, as OpenAI's chat does
     return params
 
@@ -241,12 +239,7 @@ async def chat_completions(request: Request) -> Response:
     if req.top_logprobs is not None and not req.logprobs:
         raise APIError(400, "top_logprobs needs logprobs: true.", "top_logprobs")
     logprobs = (req.top_logprobs or 0) if req.logprobs else None
-    params = _params(req, max_tokens, logprobs)
-    params.response_format = _response_format(req.response_format)
-    try:
-        params.validate()
-    except NinferError as e:
-        raise APIError(400, str(e), "response_format") from None
+    params = _params(req, max_tokens, logprobs, _response_format(req.response_format))
     tools = [msgspec.to_builtins(t) for t in req.tools] if req.tools else None
     kwargs = dict(req.chat_template_kwargs or {})
     thinking = kwargs.pop("enable_thinking", None)
