@@ -100,6 +100,11 @@ def test_allowlist_env_restricts_entry_points(tmp_path):
     env = dict(os.environ, NINFER_LOAD_PLUGINS="sm90")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert set(json.loads(r.stdout)) - set(names) == {"sm90"}
+    assert r.stderr == ""
+    env = dict(os.environ, NINFER_LOAD_PLUGINS="sm90,sm9O")  # a typo is named, with what is installed
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert set(json.loads(r.stdout)) - set(names) == {"sm90"}
+    assert "NINFER_LOAD_PLUGINS names sm9O," in r.stderr and "sm89" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_backends_json_shape():

@@ -43,7 +43,14 @@ def load_plugins() -> pluggy.PluginManager:
             pm.register(mod, name=name)
     allow = os.environ.get("NINFER_LOAD_PLUGINS")
     allowed = None if allow is None else {s.strip() for s in allow.split(",") if s.strip()}
-    for ep in importlib.metadata.entry_points(group="ninfer"):
+    eps = list(importlib.metadata.entry_points(group="ninfer"))
+    if allowed:
+        known = {ep.name for ep in eps} | {ep.dist.name for ep in eps if ep.dist}
+        unknown = sorted(allowed - known)
+        if unknown:  # a typo would otherwise leave the plugin out silently
+            sys.stderr.write(f"ninfer: NINFER_LOAD_PLUGINS names {', '.join(unknown)}, which no installed plugin is "
+                             f"called; the installed ones are {', '.join(sorted(ep.name for ep in eps)) or 'none'}.\n")
+    for ep in eps:
         dist = ep.dist.name if ep.dist else None
         if allowed is not None and ep.name not in allowed and dist not in allowed:
             continue
