@@ -93,7 +93,7 @@ def describe_formats(llm) -> str:
 
     w = llm.model.lm_head.weight
     head = f"int{w.bits}" if isinstance(w, QuantWeight) else str(w.dtype).replace("torch.", "")
-    return f"{_kv_label(llm)} KV, lm_head {head}"
+    return f"{kv_label(llm.kv_cache, llm.dtype)} KV, lm_head {head}"
 
 
 @click.group()
@@ -133,9 +133,9 @@ def run(prompt, model, backend, max_context, max_tokens, temperature, seed, top_
     _print_stats(stats)
 
 
-def _kv_label(llm) -> str:
-    """The KV format as stored: "bf16" names the model's own dtype (float32 on the CPU)."""
-    return str(llm.dtype).replace("torch.", "") if llm.kv_cache == "bf16" else llm.kv_cache
+def kv_label(fmt: str, dtype) -> str:
+    """The KV format ``fmt`` as stored: "bf16" names the model's own dtype ``dtype`` (float32 on the CPU)."""
+    return str(dtype).replace("torch.", "") if fmt == "bf16" else fmt
 
 
 def _print_stats(s):

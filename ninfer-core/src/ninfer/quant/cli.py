@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..cli import _CONTEXT, LM_HEAD_CHOICES, lm_head_format, read_text
+from ..cli import _CONTEXT, LM_HEAD_CHOICES, kv_label, lm_head_format, read_text
 
 KV_CHOICES = ("bf16", "int8", "int4", "int4_norot")
 
@@ -119,4 +119,4 @@ def ppl(file, model, backend, kv_cache, max_context, lm_head):
             with kv_format(llm, fmt):
                 value = llm.perplexity(text)
         head = "" if lm_head == "dense" else f"  lm_head={lm_head}"
-        click.echo(f"{llm.model_name}  kv={fmt:10s}{head}  tokens={n}  perplexity={value:.4f}")
+        click.echo(f"{llm.model_name}  kv={kv_label(fmt, llm.dtype):10s}{head}  tokens={n}  perplexity={value:.4f}")
