@@ -133,3 +133,38 @@ def test_json_mode_refuses_ignore_eos():
         SamplingParams(response_format="json_object", ignore_eos=True)
     with pytest.raises(NinferError, match="response_format"):
         SamplingParams(response_format="yaml")
+
+
+@pytest.mark.parametrize("temperature,seed", [(0.0, None), (0.9, 5)])
+def test_starts_with_makes_the_output_begin_with_a_choice_then_lets_the_model_go_on(llm, temperature, seed):
+    """SamplingParams.starts_with: the output begins with one of the choices (here ones the model would not write
+    by itself), and from there on it is the model's own continuation: the same tokens as an unconstrained
+    generation from the prompt plus the constrained tokens."""
+    from ninfer import SamplingParams
+
+    prompt = llm.render_chat([{"role": "user", "content": "What is the capital of France?"}])
+    choices = ('{"name": "get_weather", "arguments": ', '{"name": "get_time", "arguments": ')
+    plain = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=12))
+    assert not any(plain.text.startswith(c) for c in choices)
+    p = SamplingParams(temperature=temperature, seed=seed, max_tokens=30, starts_with=choices)
+    out = llm.generate(prompt, p)
+    chosen = [c for c in choices if out.text.startswith(c)]
+    assert len(chosen) == 1, out.text
+    ids = llm.tokenizer.encode(prompt)
+    k = next(i for i in range(1, len(out.token_ids) + 1)  # the tokens that reached the choice's end
+             if llm.tokenizer.decode(out.token_ids[:i]).startswith(chosen[0]))
+    if temperature == 0:
+        rest = llm.generate(ids + out.token_ids[:k], SamplingParams(temperature=0, max_tokens=30 - k))
+        assert out.token_ids[k:] == rest.token_ids
+    assert len(out.token_ids) > k  # the model went on past the choice
+
+
+def test_starts_with_is_checked():
+    from ninfer import SamplingParams
+    from ninfer.errors import NinferError
+
+    assert SamplingParams(starts_with="a").starts_with == ("a",)
+    with pytest.raises(NinferError, match="starts_with"):
+        SamplingParams(starts_with=("",))
+    with pytest.raises(NinferError, match="starts_with"):
+        SamplingParams(starts_with=("{",), response_format="json_object")

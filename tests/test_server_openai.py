@@ -283,6 +283,20 @@ def test_continue_final_message_goes_on_from_the_assistants_text(client):
     assert r.usage.prompt_tokens == len(tok.encode(prefix))
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_required_tool_choice_among_several_tools_calls_one_of_them(client, temperature):
+    """tool_choice "required" with several tools: the call names one of the tools given (before session 21 only
+    the <tool_call> tag was forced and the name was free), through the official SDK, greedy and sampled."""
+    tools = [{"type": "function", "function": {"name": n, "description": d, "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+        for n, d in (("get_weather", "Weather in a city"), ("get_local_time", "Local time in a city"))]
+    r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Tell me a joke."}],
+                                       tools=tools, tool_choice="required", max_tokens=60, temperature=temperature,
+                                       seed=11)
+    calls = r.choices[0].message.tool_calls
+    assert calls and calls[0].function.name in {"get_weather", "get_local_time"}, r.choices[0].message
+
+
 def test_json_mode_answers_one_json_object(client):
     """response_format json_object: the output is constrained to one JSON object (before session 20 the field was
     dropped and the answer was prose), streamed or not."""

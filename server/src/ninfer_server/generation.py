@@ -7,6 +7,7 @@ of :func:`run` into their own wire format.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -158,7 +159,8 @@ def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | N
     """Render the conversation with the model's own template; steer ``tool_choice`` by prefill.
 
     ``none``: tools are not shown and not parsed. ``required``: the assistant turn is prefilled with
-    ``<tool_call>`` (and the name, when there is one tool), so the model must write a call. A named
+    ``<tool_call>`` (and the name, when there is one tool; with several, the output must begin by naming one of
+    them), so the model must write a call to a tool it was given. A named
     tool: the prefill also names it, in the form (Hermes JSON or Qwen3-Coder XML) the template teaches.
     ``continue_final``: a final assistant message with text is continued, not answered.
     """
@@ -194,8 +196,11 @@ def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | N
             name = names[0] if len(names) == 1 else None
         elif name not in {t["function"]["name"] for t in tools}:
             raise APIError(400, f"tool_choice names {name!r}, which is not among the tools given.", "tool_choice")
-        if name is None:
+        if name is None:  # one of several: the call's first bytes name one of them (SamplingParams.starts_with)
             prefill = "<tool_call>\n"
+            names = [t["function"]["name"] for t in tools]
+            params = dataclasses.replace(params, starts_with=tuple(
+                f"<function={n}>\n" if xml else f'{{"name": {json.dumps(n)}, "arguments": ' for n in names))
         else:
             prefill = f"<tool_call>\n<function={name}>\n" if xml else \
                 f'<tool_call>\n{{"name": {json.dumps(name)}, "arguments": '

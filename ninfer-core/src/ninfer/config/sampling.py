@@ -23,12 +23,18 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: int | None = None  # top-n logprobs per generated token
     response_format: str | None = None  # "json_object": the output is one JSON object (engine/json_mode.py)
+    # the output begins with one of these strings, then goes on freely (engine/json_mode.py: StartsWith); the server
+    # names a forced tool call's function with it when several tools may be called
+    starts_with: tuple[str, ...] = ()
 
     def __post_init__(self):
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in (self.stop or []) if s]
         self.stop_token_ids = list(self.stop_token_ids or [])
+        if isinstance(self.starts_with, str):
+            self.starts_with = (self.starts_with,)
+        self.starts_with = tuple(self.starts_with or ())
         self.validate()
 
     def validate(self) -> None:
@@ -64,6 +70,10 @@ class SamplingParams:
             bad(f"response_format must be text or json_object, got {self.response_format!r}.")
         if self.response_format == "json_object" and self.ignore_eos:
             bad("ignore_eos cannot go with response_format json_object: the object's end ends the output.")
+        if not all(isinstance(c, str) and c for c in self.starts_with):
+            bad("starts_with must be non-empty strings.")
+        if self.starts_with and self.response_format == "json_object":
+            bad("starts_with cannot go with response_format json_object; give one or the other.")
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             bad(f"logprobs must be between 0 and 20, got {self.logprobs}.")
 

@@ -146,8 +146,8 @@ def ready_chunk(out, finish: str | None, stats: dict, device: torch.device, t_de
 
 def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
                     cancel: threading.Event | None = None, drafter=None) -> Iterator[Chunk]:
-    json_mode = params.response_format == "json_object"
-    if drafter is not None and not json_mode:  # (JSON mode picks each token itself: no drafts to verify)
+    constrained = params.response_format == "json_object" or bool(params.starts_with)
+    if drafter is not None and not constrained:  # (a constraint picks each token itself: no drafts to verify)
         from .speculative import speculative_stream
 
         yield from speculative_stream(runner, tokenizer, prompt_ids, params, eos_ids, cancel, drafter)
@@ -160,16 +160,16 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
     t0 = time.perf_counter()
     logits = runner.prefill(prompt_ids)
     prefix = None
-    if json_mode:
-        from .json_mode import JsonObjectPrefix, pick
+    if constrained:
+        from .json_mode import JsonObjectPrefix, StartsWith, pick
 
-        prefix = JsonObjectPrefix()
+        prefix = StartsWith(params.starts_with) if params.starts_with else JsonObjectPrefix()
     elif pipeline.wanted(runner.device) and sampler.on_device() and params.logprobs is None:
         yield from _pipelined(runner, pipeline.DecodePipeline(runner, sampler, logits), out, stats, limit, t0)
         return
     t_dec = None
     while True:
-        if prefix is not None:
+        if prefix is not None and not getattr(prefix, "free", False):
             token = pick(sampler, logits, prompt_ids, out.out_ids, prefix, tokenizer, eos_ids)
         else:
             token = sampler(logits, prompt_ids, out.out_ids)

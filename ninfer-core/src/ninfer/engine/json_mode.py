@@ -1,8 +1,10 @@
-"""JSON mode (``SamplingParams(response_format="json_object")``, OpenAI's ``response_format``): the output is one
-JSON object (RFC 8259), then the end of the turn.
+"""Constrained outputs. JSON mode (``SamplingParams(response_format="json_object")``, OpenAI's ``response_format``):
+the output is one JSON object (RFC 8259), then the end of the turn. ``SamplingParams(starts_with=...)``: the output
+begins with one of the given strings (:class:`StartsWith`).
 
 :class:`JsonObjectPrefix` reads the output byte by byte as a pushdown automaton and says whether a token's bytes
-keep it a prefix of some JSON object. :func:`pick` samples as the sampler would and rejects tokens that do not:
+keep it a prefix of some JSON object. :func:`pick` samples as the sampler would and rejects tokens that do not
+fit the constraint:
 a rejected token is masked and the draw repeated, which samples from the model's distribution over the tokens
 that fit. Once the object is closed, the turn ends.
 """
@@ -50,6 +52,27 @@ class JsonObjectPrefix:
         if state is None:
             return False
         self.state = state
+        return True
+
+
+class StartsWith:
+    """``SamplingParams.starts_with``: the output so far must be a prefix of one of the choices or begin with one;
+    once it begins with one it is :attr:`free` and the sampler draws as usual. Never :attr:`complete`: the end of
+    the turn is the model's, after a choice."""
+
+    complete = False
+
+    def __init__(self, choices: tuple[str, ...]):
+        self.choices = [c.encode("utf-8") for c in choices]
+        self.out = b""
+        self.free = False
+
+    def feed(self, data: bytes) -> bool:
+        out = self.out + data
+        if not any(c.startswith(out) or out.startswith(c) for c in self.choices):
+            return False
+        self.out = out
+        self.free = any(out.startswith(c) for c in self.choices)
         return True
 
 
@@ -186,10 +209,11 @@ def _number(sub: int, b: int):
     return N_EXP if digit else None  # N_ESIGN, N_EXP
 
 
-def pick(sampler, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[int], prefix: JsonObjectPrefix,
-         tokenizer, eos_ids: set[int], tries: int = 64) -> int:
-    """The next token of a JSON-mode output: the sampler's draw among the tokens that keep the output a JSON
-    object prefix (the end of the turn once it is complete); ``prefix`` takes the token."""
+def pick(sampler, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[int],
+         prefix: JsonObjectPrefix | StartsWith, tokenizer, eos_ids: set[int], tries: int = 64) -> int:
+    """The next token of a constrained output: the sampler's draw among the tokens that keep the output a JSON
+    object prefix (the end of the turn once it is complete), or a prefix of a ``starts_with`` choice; ``prefix``
+    takes the token."""
     if prefix.complete:
         return min(eos_ids)
     logits = sampler.penalise(logits.clone(), prompt_ids, output_ids)
@@ -208,4 +232,4 @@ def pick(sampler, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[
             break
         if fits(t):
             return t
-    return min(eos_ids)  # no token continues the object (a vocabulary without the bytes it needs)
+    return min(eos_ids)  # no token continues the output (a vocabulary without the bytes it needs)
