@@ -216,6 +216,27 @@ def test_norm_and_embedding_shapes_are_checked_at_load(tmp_path):
             LLM(model=str(path), backend="reference", device="cpu", max_context=64, progress=False)
 
 
+@pytest.mark.parametrize("kind", ["llama", "qwen3"])
+def test_fused_parts_with_the_right_total_but_another_split_are_refused(tmp_path, kind):
+    """q|k|v and gate|up are concatenated at load: parts whose sizes are swapped but add up to the fused total used
+    to load and compute garbage (the Gated DeltaNet's qkv|z: tests/test_qwen3_5.py)."""
+    from safetensors.torch import load_file, save_file
+
+    from ninfer.errors import NinferError
+
+    make_tiny_checkpoint(kind, str(tmp_path), seed=13)
+    t = load_file(str(tmp_path / "model.safetensors"))
+    names = {"llama": ("model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"),
+             "qwen3": ("model.layers.1.self_attn.q_proj.weight", "model.layers.1.self_attn.k_proj.weight")}[kind]
+    a, b = (t[n] for n in names)
+    both = torch.cat([a, b])
+    t[names[0]], t[names[1]] = both[:a.shape[0] - 8], both[a.shape[0] - 8:]
+    save_file(t, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(NinferError, match=rf"{names[0]}, {names[1]}.* have {a.shape[0] - 8}, {b.shape[0] + 8}(, \d+)? "
+                                          rf"rows but the config implies {a.shape[0]}, {b.shape[0]}"):
+        LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)
+
+
 def test_a_multimodal_wrapper_of_a_known_text_model_is_refused_by_its_name(tmp_path):
     import json
 

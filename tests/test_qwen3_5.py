@@ -367,3 +367,18 @@ def test_quantize_with_nothing_to_quantise_writes_nothing(tmp_path):
     with pytest.raises(NinferError, match="nothing to quantise"):
         quantize_checkpoint(str(src), str(tmp_path / "dst"), bits=4, group_size=32, progress=False)
     assert not (tmp_path / "dst").exists()  # so a rerun with a fixed source is not refused as "not empty"
+
+
+def test_gated_deltanet_parts_with_the_right_total_but_another_split_are_refused(tmp_path):
+    """in_proj_qkv | in_proj_z are concatenated at load: sizes swapped between them used to load silently."""
+    make_checkpoint(str(tmp_path), False, seed=3)
+    file = str(tmp_path / "model.safetensors")
+    t = load_file(file)
+    a, b = "model.layers.0.linear_attn.in_proj_qkv.weight", "model.layers.0.linear_attn.in_proj_z.weight"
+    both = torch.cat([t[a], t[b]])
+    rows = t[a].shape[0], t[b].shape[0]
+    t[a], t[b] = both[:rows[0] - 16], both[rows[0] - 16:]
+    save_file(t, file, metadata={"format": "pt"})
+    with pytest.raises(NinferError, match=rf"{a}, {b} have {rows[0] - 16}, {rows[1] + 16} rows but the config "
+                                          rf"implies {rows[0]}, {rows[1]}"):
+        LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)

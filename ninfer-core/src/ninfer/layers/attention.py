@@ -20,7 +20,8 @@ class Attention:
         self.hq, self.hk, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.gated = cfg.attn_output_gate
         q_out = self.hq * self.d * (2 if self.gated else 1)
-        self.qkv = Linear(ops, cfg.hidden_size, q_out + 2 * self.hk * self.d, bias=cfg.attention_bias)
+        self.qkv = Linear(ops, cfg.hidden_size, q_out + 2 * self.hk * self.d, bias=cfg.attention_bias,
+                          parts=(q_out, self.hk * self.d, self.hk * self.d))
         self.o = Linear(ops, self.hq * self.d, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None
         self.k_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None

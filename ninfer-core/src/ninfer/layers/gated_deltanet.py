@@ -54,8 +54,8 @@ class GatedDeltaNet:
         self.qk_width = s.key_heads * s.key_dim
         self.v_width = s.value_heads * s.value_dim
         # one GEMM for q|k|v|z and one for b|a (fused from in_proj_qkv + in_proj_z, in_proj_b + in_proj_a)
-        self.in_proj = Linear(ops, cfg.hidden_size, s.conv_dim + self.v_width)
-        self.in_proj_ba = Linear(ops, cfg.hidden_size, 2 * s.value_heads)
+        self.in_proj = Linear(ops, cfg.hidden_size, s.conv_dim + self.v_width, parts=(s.conv_dim, self.v_width))
+        self.in_proj_ba = Linear(ops, cfg.hidden_size, 2 * s.value_heads, parts=(s.value_heads, s.value_heads))
         self.out_proj = Linear(ops, self.v_width, cfg.hidden_size)
         self.conv_weight: torch.Tensor | None = None  # [C, 1, K] as stored
         self.A_log: torch.Tensor | None = None  # [H]

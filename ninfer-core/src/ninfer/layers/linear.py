@@ -6,9 +6,11 @@ import torch
 
 
 class Linear:
-    def __init__(self, ops, in_features: int, out_features: int, bias: bool = False):
+    def __init__(self, ops, in_features: int, out_features: int, bias: bool = False,
+                 parts: tuple[int, ...] | None = None):
         self.ops = ops
         self.in_features, self.out_features = in_features, out_features
+        self.parts = parts  # rows of each checkpoint tensor fused on dim 0 (q|k|v, gate|up), checked at load
         self.weight: torch.Tensor | None = None  # [out, in], or a quantised weight (ninfer.quant.QuantWeight)
         self.bias: torch.Tensor | None = None
         self.has_bias = bias

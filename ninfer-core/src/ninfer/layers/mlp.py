@@ -10,7 +10,7 @@ from .linear import Linear
 class SwiGLU:
     def __init__(self, ops, hidden: int, intermediate: int, bias: bool = False):
         self.ops = ops
-        self.gate_up = Linear(ops, hidden, 2 * intermediate, bias=bias)  # rows: [gate | up]
+        self.gate_up = Linear(ops, hidden, 2 * intermediate, bias=bias, parts=(intermediate, intermediate))  # [gate | up]
         self.down = Linear(ops, intermediate, hidden, bias=bias)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

@@ -44,6 +44,7 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
             bar.update(len(canon))
             continue
         parts = [checkpoint.get(find(c)) for c in canon]
+        _check_parts(model, path, [find(c) for c in canon], parts)
         t = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
         t = t.to(device=device, dtype=dtype).contiguous()
         model.set_weight(path, t)
@@ -52,6 +53,23 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
         bar.update(len(canon))
     bar.close()
     _check_shapes(model)
+
+
+def _check_parts(model, path: str, names: list[str], parts: list[torch.Tensor]) -> None:
+    """Tensors fused on dim 0 (q|k|v, gate|up) must each have the rows the config gives them: a checkpoint whose
+    parts have the right total but another split would load and compute garbage."""
+    if len(parts) < 2 or path.rsplit(".", 1)[-1] not in ("weight", "bias"):
+        return
+    obj = model
+    for p in path.split(".")[:-1]:
+        obj = obj[int(p)] if p.isdigit() else getattr(obj, p, None)
+        if obj is None:
+            return
+    want = getattr(obj, "parts", None)
+    got = tuple(int(t.shape[0]) if t.dim() else 0 for t in parts)
+    if want is not None and len(want) == len(parts) and got != tuple(want):
+        raise NinferError(f"{', '.join(names)} have {', '.join(map(str, got))} rows but the config implies "
+                          f"{', '.join(map(str, want))}; the config and weights disagree.")
 
 
 def _check_shapes(model) -> None:
