@@ -132,7 +132,11 @@ BAD = [  # (raw JSON body, status, param the error names or None)
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}',
      400, "stream_options"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", '
-     b'"json_schema": {"name": "x", "schema": {"type": "object"}}}}', 400, "response_format"),
+     b'"json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a"}}}}', 400, "response_format"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", '
+     b'"json_schema": {"name": "x", "schema": {"$ref": "#/$defs/nowhere"}}}}', 400, "response_format"),
+    (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema"}}',
+     400, "response_format"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_object"}, '
      b'"tools": [{"type": "function", "function": {"name": "f"}}]}', 400, "response_format"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "bogus"}}',
@@ -295,6 +299,27 @@ def test_required_tool_choice_among_several_tools_calls_one_of_them(client, temp
                                        seed=11)
     calls = r.choices[0].message.tool_calls
     assert calls and calls[0].function.name in {"get_weather", "get_local_time"}, r.choices[0].message
+
+
+def test_json_schema_response_format_answers_a_valid_document(client):
+    """response_format json_schema (OpenAI's structured outputs; before session 21 a 400): the answer validates
+    against the schema by the jsonschema package, streamed or not."""
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                               "population": {"type": "integer"},
+                                               "landmarks": {"type": "array", "items": {"type": "string"},
+                                                             "maxItems": 3}},
+              "required": ["city", "population", "landmarks"], "additionalProperties": False}
+    kw = dict(model="smol", messages=[{"role": "user", "content": "Tell me about Paris."}], max_tokens=150,
+              temperature=0, response_format={"type": "json_schema",
+                                              "json_schema": {"name": "city", "schema": schema, "strict": True}})
+    full = client.chat.completions.create(**kw)
+    assert full.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(full.choices[0].message.content), schema)
+    streamed = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(**kw, stream=True)
+                       if c.choices)
+    assert streamed == full.choices[0].message.content
 
 
 def test_json_mode_answers_one_json_object(client):

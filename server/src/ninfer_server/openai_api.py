@@ -12,6 +12,9 @@ import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
+from ninfer.engine.json_schema import check_schema
+from ninfer.errors import NinferError
+
 from .common import (
     check_model,
     collect,
@@ -83,7 +86,7 @@ class CompletionRequest(Sampling):
     echo: bool = False
 
 
-def _params(req, max_tokens, logprobs, response_format=None):
+def _params(req, max_tokens, logprobs, response_format=(None, None)):
     if req.n not in (None, 1):
         raise APIError(400, f"n must be 1 (this server generates one choice per request), got {req.n}.", "n")
     if req.temperature is not None and not 0 <= req.temperature <= 2:
@@ -97,7 +100,7 @@ def _params(req, max_tokens, logprobs, response_format=None):
         temperature=req.temperature, top_p=req.top_p, top_k=req.top_k, min_p=req.min_p,
         presence_penalty=req.presence_penalty, frequency_penalty=req.frequency_penalty,
         repetition_penalty=req.repetition_penalty, seed=req.seed, stop=stop, ignore_eos=req.ignore_eos,
-        logprobs=logprobs, response_format=response_format)
+        logprobs=logprobs, response_format=response_format[0], json_schema=response_format[1])
     params.max_tokens = max_tokens  # None: up to the end of the context, as OpenAI's chat does
     return params
 
@@ -169,17 +172,26 @@ def _tool_choice(choice, tools):
     return choice
 
 
-def _response_format(fmt: dict | None) -> str | None:
-    """json_object: the output is constrained to one JSON object (ninfer.engine.json_mode)."""
+def _response_format(fmt: dict | None) -> tuple[str | None, dict | bool | None]:
+    """(SamplingParams.response_format, json_schema): json_object constrains the output to one JSON object
+    (ninfer.engine.json_mode), json_schema to one document valid against the schema (ninfer.engine.json_schema)."""
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if fmt is None or kind == "text":
-        return None
+        return None, None
     if kind == "json_object":
-        return kind
+        return kind, None
     if kind == "json_schema":
-        raise APIError(400, "response_format json_schema is not supported: this server constrains output to a JSON "
-                            "object but not to a schema; use {\"type\": \"json_object\"} and describe the schema in "
-                            "the prompt, or call a tool.", "response_format")
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", True), (dict, bool)):
+            raise APIError(400, "response_format json_schema needs a json_schema object with the schema in its "
+                                "schema field: {\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., "
+                                "\"schema\": {...}}}.", "response_format")
+        schema = spec.get("schema", True)
+        try:
+            check_schema(schema)
+        except NinferError as e:
+            raise APIError(400, str(e), "response_format") from None
+        return kind, schema
     raise APIError(400, f"response_format.type must be text, json_object or json_schema, got {kind!r}.",
                    "response_format")
 
@@ -244,8 +256,8 @@ async def chat_completions(request: Request) -> Response:
     kwargs = dict(req.chat_template_kwargs or {})
     thinking = kwargs.pop("enable_thinking", None)
     if params.response_format and tools:
-        raise APIError(400, "response_format json_object and tools cannot go together: a tool call is not the "
-                            "JSON object asked for; leave one out.", "response_format")
+        raise APIError(400, f"response_format {params.response_format} and tools cannot go together: a tool call "
+                            "is not the JSON document asked for; leave one out.", "response_format")
     plan = chat_plan(server.llm, _messages(req), params, tools, _tool_choice(req.tool_choice, tools), thinking,
                      kwargs, continue_final=req.continue_final_message)
     rid, created = "chatcmpl-" + uuid.uuid4().hex[:24], int(time.time())

@@ -22,7 +22,9 @@ class SamplingParams:
     stop_token_ids: list[int] = field(default_factory=list)
     ignore_eos: bool = False
     logprobs: int | None = None  # top-n logprobs per generated token
-    response_format: str | None = None  # "json_object": the output is one JSON object (engine/json_mode.py)
+    response_format: str | None = None  # "json_object": the output is one JSON object (engine/json_mode.py);
+    # "json_schema": one JSON document valid against json_schema (engine/json_schema.py; implied by json_schema)
+    json_schema: dict | bool | None = None
     # the output begins with one of these strings, then goes on freely (engine/json_mode.py: StartsWith); the server
     # names a forced tool call's function with it when several tools may be called
     starts_with: tuple[str, ...] = ()
@@ -32,6 +34,8 @@ class SamplingParams:
             self.stop = [self.stop]
         self.stop = [s for s in (self.stop or []) if s]
         self.stop_token_ids = list(self.stop_token_ids or [])
+        if self.json_schema is not None and self.response_format is None:
+            self.response_format = "json_schema"
         if isinstance(self.starts_with, str):
             self.starts_with = (self.starts_with,)
         self.starts_with = tuple(self.starts_with or ())
@@ -66,14 +70,21 @@ class SamplingParams:
             bad(f"max_tokens must be at least 1, got {self.max_tokens}.")
         if self.seed is not None and not -2 ** 63 <= self.seed < 2 ** 64:
             bad(f"seed must be a 64-bit integer (between -2**63 and 2**64 - 1), got {self.seed}.")
-        if self.response_format not in (None, "text", "json_object"):
-            bad(f"response_format must be text or json_object, got {self.response_format!r}.")
-        if self.response_format == "json_object" and self.ignore_eos:
-            bad("ignore_eos cannot go with response_format json_object: the object's end ends the output.")
+        if self.response_format not in (None, "text", "json_object", "json_schema"):
+            bad(f"response_format must be text, json_object or json_schema, got {self.response_format!r}.")
+        if self.response_format in ("json_object", "json_schema") and self.ignore_eos:
+            bad(f"ignore_eos cannot go with response_format {self.response_format}: the document's end ends the "
+                "output.")
+        if (self.response_format == "json_schema") != (self.json_schema is not None):
+            bad("response_format json_schema needs json_schema (the schema), and json_schema goes only with it.")
+        if self.json_schema is not None:
+            from ..engine.json_schema import check_schema
+
+            check_schema(self.json_schema)
         if not all(isinstance(c, str) and c for c in self.starts_with):
             bad("starts_with must be non-empty strings.")
-        if self.starts_with and self.response_format == "json_object":
-            bad("starts_with cannot go with response_format json_object; give one or the other.")
+        if self.starts_with and self.response_format in ("json_object", "json_schema"):
+            bad(f"starts_with cannot go with response_format {self.response_format}; give one or the other.")
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             bad(f"logprobs must be between 0 and 20, got {self.logprobs}.")
 

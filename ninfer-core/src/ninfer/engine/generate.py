@@ -146,7 +146,7 @@ def ready_chunk(out, finish: str | None, stats: dict, device: torch.device, t_de
 
 def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingParams, eos_ids: set[int],
                     cancel: threading.Event | None = None, drafter=None) -> Iterator[Chunk]:
-    constrained = params.response_format == "json_object" or bool(params.starts_with)
+    constrained = params.response_format in ("json_object", "json_schema") or bool(params.starts_with)
     if drafter is not None and not constrained:  # (a constraint picks each token itself: no drafts to verify)
         from .speculative import speculative_stream
 
@@ -162,8 +162,11 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
     prefix = None
     if constrained:
         from .json_mode import JsonObjectPrefix, StartsWith, pick
+        from .json_schema import JsonSchemaPrefix
 
-        prefix = StartsWith(params.starts_with) if params.starts_with else JsonObjectPrefix()
+        prefix = (StartsWith(params.starts_with) if params.starts_with else
+                  JsonSchemaPrefix(params.json_schema) if params.response_format == "json_schema" else
+                  JsonObjectPrefix())
     elif pipeline.wanted(runner.device) and sampler.on_device() and params.logprobs is None:
         yield from _pipelined(runner, pipeline.DecodePipeline(runner, sampler, logits), out, stats, limit, t0)
         return

@@ -214,12 +214,14 @@ def pick(sampler, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[
     """The next token of a constrained output: the sampler's draw among the tokens that keep the output a JSON
     object prefix (the end of the turn once it is complete), or a prefix of a ``starts_with`` choice; ``prefix``
     takes the token."""
-    if prefix.complete:
+    if prefix.complete and not getattr(prefix, "more", False):
         return min(eos_ids)
     logits = sampler.penalise(logits.clone(), prompt_ids, output_ids)
     banned = tokenizer.special_token_ids | eos_ids  # control tokens are never JSON text
 
     def fits(t: int) -> bool:
+        if t in eos_ids:  # the end of the turn, once the output is whole (a schema's number may also go on)
+            return prefix.complete
         return t not in banned and prefix.feed(tokenizer.token_bytes(t))
 
     for _ in range(tries):  # the likely tokens fit nearly always: a few draws

@@ -1,0 +1,413 @@
+"""JSON Schema outputs (``SamplingParams(response_format="json_schema", json_schema=...)``, OpenAI's structured
+outputs): the output is one JSON document valid against the schema, then the end of the turn.
+
+:class:`JsonSchemaPrefix` keeps the output's bytes and says whether more bytes keep it a prefix of some valid
+document, by a recursive-descent parse of the whole prefix that follows the schema and tracks every way a value
+can end (``anyOf`` and numbers make more than one). :func:`ninfer.engine.json_mode.pick` samples among the tokens
+that fit, as for JSON mode.
+
+Enforced: ``type`` (one or a list), ``properties``, ``required``, ``additionalProperties`` (false, true or a
+schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` / ``maxLength``, ``enum``,
+``const``, ``anyOf`` / ``oneOf`` (as anyOf), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
+``description``, ``default``, ``examples``, ``format``, ...) are ignored. Keywords that restrict values but are
+not enforced here (``pattern``, numeric bounds, ``allOf``, ``not``, ...) are refused by :func:`check_schema`, so a
+schema is never silently half-applied.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import NinferError
+from .json_mode import MAX_WHITESPACE
+
+_WS = frozenset(b" \t\n\r")
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_ESC = frozenset(b'"\\/bfnrt')
+MAX_DIGITS, MAX_EXP = 16, 3  # digits of a number's integer and fraction parts, and of its exponent
+_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
+_ENFORCED = {"type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
+             "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "$defs",
+             "definitions"}
+_IGNORED = {"title", "description", "default", "examples", "format", "$schema", "$id", "$comment", "strict",
+            "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "name"}
+
+
+def check_schema(schema, path: str = "$", root=None) -> None:
+    """Raise NinferError naming the first keyword of ``schema`` that is neither enforced nor an annotation, or a
+    ``$ref`` that points at nothing."""
+    root = schema if root is None else root
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, dict):
+        raise NinferError(f"json_schema at {path} must be an object or a boolean, got {type(schema).__name__}.")
+    for key, value in schema.items():
+        where = f"{path}.{key}"
+        if key not in _ENFORCED and key not in _IGNORED:
+            raise NinferError(f"json_schema uses {key!r} at {path}, which ninfer cannot enforce while generating; "
+                              f"remove it (or state it in the prompt).")
+        if key == "type":
+            kinds = value if isinstance(value, list) else [value]
+            if not kinds or any(k not in _TYPES for k in kinds):
+                raise NinferError(f"json_schema {where} must be one of {', '.join(_TYPES)} (or a list of them), "
+                                  f"got {value!r}.")
+        elif key in ("properties", "$defs", "definitions"):
+            if not isinstance(value, dict):
+                raise NinferError(f"json_schema {where} must be an object.")
+            for name, sub in value.items():
+                check_schema(sub, f"{where}.{name}", root)
+        elif key in ("items", "additionalProperties"):
+            check_schema(value, where, root)
+        elif key in ("anyOf", "oneOf", "prefixItems"):
+            if not isinstance(value, list) or (key != "prefixItems" and not value):
+                raise NinferError(f"json_schema {where} must be a {'non-empty ' if key != 'prefixItems' else ''}list.")
+            for i, sub in enumerate(value):
+                check_schema(sub, f"{where}[{i}]", root)
+        elif key == "required":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise NinferError(f"json_schema {where} must be a list of property names.")
+        elif key in ("minItems", "maxItems", "minLength", "maxLength"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise NinferError(f"json_schema {where} must be a whole number >= 0, got {value!r}.")
+        elif key == "enum":
+            if not isinstance(value, list) or not value:
+                raise NinferError(f"json_schema {where} must be a non-empty list.")
+        elif key == "$ref":
+            if not isinstance(value, str) or not value.startswith("#"):
+                raise NinferError(f"json_schema {where} must point inside the schema (\"#/$defs/...\"), "
+                                  f"got {value!r}.")
+            _Parse(root, b"").resolve(schema)
+
+
+class JsonSchemaPrefix:
+    """The output so far against a schema: :meth:`feed` keeps bytes that leave it a prefix of a valid document."""
+
+    def __init__(self, schema):
+        check_schema(schema)
+        self.schema = schema
+        self.text = b""
+        self.complete = False  # the text is a whole valid document (more bytes may still fit: a number's digits)
+        self.more = True  # some longer text would still be valid
+
+    def feed(self, data: bytes) -> bool:
+        text = self.text + data
+        complete, more = _Parse(self.schema, text).root()
+        if not (complete or more):
+            return False
+        self.text, self.complete, self.more = text, complete, more
+        return True
+
+
+class _Parse:
+    """One parse of a prefix ``s``: each ``value`` call returns (ends, partial): the positions where a value of the
+    schema starting at ``i`` can end, and whether the text running to the end of ``s`` is a proper prefix of one."""
+
+    def __init__(self, root, s: bytes):
+        self.root_schema, self.s, self.n = root, s, len(s)
+        self.depth = 0  # nested value() calls: a schema that refers to itself where no byte is read stops here
+
+    def root(self) -> tuple[bool, bool]:
+        """(the text is a whole valid document, up to trailing whitespace; a longer text can be valid)."""
+        i = self.ws(0)
+        if i < 0:
+            return False, False
+        if i == self.n:
+            return False, True
+        ends, partial = self.value(self.root_schema, i)
+        return any(self.ws(e) == self.n for e in ends), partial
+
+    def ws(self, i: int) -> int:
+        j = i
+        while j < self.n and self.s[j] in _WS:
+            j += 1
+        return j if j - i <= MAX_WHITESPACE else -1
+
+    def resolve(self, sch, depth: int = 0):
+        while isinstance(sch, dict) and "$ref" in sch:
+            ref, node = sch["$ref"], self.root_schema
+            for part in ref.lstrip("#").split("/")[1:] if ref != "#" else []:
+                part = part.replace("~1", "/").replace("~0", "~")
+                if not isinstance(node, dict) or part not in node:
+                    raise NinferError(f"json_schema $ref {ref!r} points at nothing.")
+                node = node[part]
+            sch, depth = node, depth + 1
+            if depth > 64:
+                raise NinferError(f"json_schema $ref {ref!r} refers to itself without end.")
+        return sch
+
+    def value(self, sch, i: int) -> tuple[set[int], bool]:
+        if self.depth > 256:
+            return set(), False
+        self.depth += 1
+        try:
+            return self._value(sch, i)
+        finally:
+            self.depth -= 1
+
+    def _value(self, sch, i: int) -> tuple[set[int], bool]:
+        sch = self.resolve(sch)
+        if sch is False:
+            return set(), False
+        if sch is True:
+            sch = {}
+        if i == self.n:
+            return set(), True
+        ends: set[int] = set()
+        partial = False
+
+        def add(result):
+            nonlocal partial
+            ends.update(result[0])
+            partial = partial or result[1]
+
+        if "const" in sch or "enum" in sch:
+            for v in [sch["const"]] if "const" in sch else sch["enum"]:
+                add(self.literal(json.dumps(v, ensure_ascii=False).encode(), i))
+            return ends, partial
+        alts = sch.get("anyOf") or sch.get("oneOf")
+        if alts:
+            base = {k: v for k, v in sch.items() if k not in ("anyOf", "oneOf")}
+            for alt in alts:
+                alt = self.resolve(alt)
+                add(self.value({**base, **alt} if isinstance(alt, dict) else alt, i))
+            return ends, partial
+        kinds = sch.get("type")
+        if kinds is None:
+            if {"properties", "required", "additionalProperties"} & sch.keys():
+                kinds = ["object"]
+            elif {"items", "prefixItems", "minItems", "maxItems"} & sch.keys():
+                kinds = ["array"]
+            elif {"minLength", "maxLength"} & sch.keys():
+                kinds = ["string"]
+            else:
+                kinds = ["object", "array", "string", "number", "boolean", "null"]
+        for kind in kinds if isinstance(kinds, list) else [kinds]:
+            add(getattr(self, "v_" + kind)(sch, i))
+        return ends, partial
+
+    def literal(self, lit: bytes, i: int) -> tuple[set[int], bool]:
+        rest = self.s[i:i + len(lit)]
+        if not lit.startswith(rest):
+            return set(), False
+        return ({i + len(lit)}, False) if len(rest) == len(lit) else (set(), True)
+
+    def v_null(self, sch, i):
+        return self.literal(b"null", i)
+
+    def v_boolean(self, sch, i):
+        e1, p1 = self.literal(b"true", i)
+        e2, p2 = self.literal(b"false", i)
+        return e1 | e2, p1 or p2
+
+    def v_integer(self, sch, i):
+        return self.number(i, integer=True)
+
+    def v_number(self, sch, i):
+        return self.number(i, integer=False)
+
+    def number(self, i: int, integer: bool) -> tuple[set[int], bool]:
+        """-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, at most MAX_DIGITS digits a part (MAX_EXP in the
+        exponent; llama.cpp's JSON grammar caps them too): a sampled number cannot run on to max_tokens."""
+        s, n, j = self.s, self.n, i
+        if j < n and s[j] == ord("-"):
+            j += 1
+        if j == n:
+            return set(), True
+        if s[j] == ord("0"):
+            j += 1
+            can_grow = not integer  # only a fraction or an exponent may follow a leading 0
+        elif 0x31 <= s[j] <= 0x39:
+            k = j
+            while j < n and 0x30 <= s[j] <= 0x39:
+                j += 1
+            if j - k > MAX_DIGITS:
+                return set(), False
+            can_grow = j - k < MAX_DIGITS or not integer
+        else:
+            return set(), False
+        if j == n:
+            return {j}, can_grow
+        for mark, signs, cap in ((b".", b"", MAX_DIGITS), (b"eE", b"+-", MAX_EXP)):
+            if integer or s[j] not in mark:
+                continue
+            j += 1
+            if signs and j < n and s[j] in signs:
+                j += 1
+            k = j
+            while j < n and 0x30 <= s[j] <= 0x39:
+                j += 1
+            if j - k > cap:
+                return set(), False
+            if j == k:
+                return set(), j == n
+            if j == n:
+                return {j}, True
+        return {j}, False
+
+    def string_body(self, i: int) -> tuple[int, int, bool]:
+        """From the opening quote at i: (end after the closing quote or -1, characters, viable to the text's end)."""
+        s, n, j, chars = self.s, self.n, i + 1, 0
+        while j < n:
+            b = s[j]
+            if b == ord('"'):
+                return j + 1, chars, True
+            if b < 0x20:
+                return -1, chars, False
+            if b == ord("\\"):
+                if j + 1 == n:
+                    return -1, chars, True
+                c = s[j + 1]
+                if c == ord("u"):
+                    hexd = s[j + 2:j + 6]
+                    if not all(h in _HEX for h in hexd):
+                        return -1, chars, False
+                    if len(hexd) < 4:
+                        return -1, chars, True
+                    j += 6
+                elif c in _ESC:
+                    j += 2
+                else:
+                    return -1, chars, False
+                chars += 1
+                continue
+            if b < 0x80:
+                j += 1
+            else:
+                size = 2 if 0xC2 <= b <= 0xDF else 3 if 0xE0 <= b <= 0xEF else 4 if 0xF0 <= b <= 0xF4 else 0
+                if not size:
+                    return -1, chars, False
+                tail = s[j + 1:j + size]
+                if not all(0x80 <= t <= 0xBF for t in tail):
+                    return -1, chars, False
+                if len(tail) < size - 1:
+                    return -1, chars, True
+                j += size
+            chars += 1
+        return -1, chars, True
+
+    def v_string(self, sch, i):
+        if self.s[i] != ord('"'):
+            return set(), False
+        end, chars, viable = self.string_body(i)
+        lo, hi = sch.get("minLength", 0), sch.get("maxLength")
+        if hi is not None and chars > hi:
+            return set(), False
+        if end < 0:
+            return set(), viable
+        return ({end}, False) if chars >= lo else (set(), False)
+
+    def key(self, names: list[str] | None, i: int) -> tuple[set[int], bool]:
+        if names is None:
+            return self.v_string({}, i)
+        ends: set[int] = set()
+        partial = False
+        for name in names:
+            e, p = self.literal(json.dumps(name, ensure_ascii=False).encode(), i)
+            ends |= e
+            partial = partial or p
+        return ends, partial
+
+    def v_object(self, sch, i):
+        if self.s[i] != ord("{"):
+            return set(), False
+        props = sch.get("properties", {})
+        required = set(sch.get("required", []))
+        extra = sch.get("additionalProperties", True)
+        ends: set[int] = set()
+        partial = False
+        todo = [(i + 1, frozenset(), True)]  # (position, keys seen, expecting the first key or "}")
+        while todo:
+            pos, seen, first = todo.pop()
+            pos = self.ws(pos)
+            if pos < 0:
+                continue
+            if pos == self.n:
+                partial = True
+                continue
+            c = self.s[pos]
+            if c == ord("}"):
+                if required <= seen:
+                    ends.add(pos + 1)
+                continue
+            names = [k for k in props if k not in seen] if extra is False else None
+            if names == []:  # no key may come: only "}"
+                continue
+            if not first:
+                if c != ord(","):
+                    continue
+                pos = self.ws(pos + 1)
+                if pos < 0:
+                    continue
+                if pos == self.n:
+                    partial = True
+                    continue
+            kends, kp = self.key(names, pos)
+            partial = partial or kp
+            for ke in kends:
+                name = json.loads(self.s[pos:ke])
+                if name in seen or (extra is False and name not in props):
+                    continue
+                sub = props[name] if name in props else (extra if not isinstance(extra, bool) else True)
+                p2 = self.ws(ke)
+                if p2 < 0:
+                    continue
+                if p2 == self.n:
+                    partial = True
+                    continue
+                if self.s[p2] != ord(":"):
+                    continue
+                p3 = self.ws(p2 + 1)
+                if p3 < 0:
+                    continue
+                if p3 == self.n:
+                    partial = True
+                    continue
+                vends, vp = self.value(sub, p3)
+                partial = partial or vp
+                for ve in vends:
+                    if ve == self.n:
+                        partial = True  # the value is whole here; a "," or "}" may follow
+                    todo.append((ve, seen | {name}, False))
+        return ends, partial
+
+    def v_array(self, sch, i):
+        if self.s[i] != ord("["):
+            return set(), False
+        prefix = sch.get("prefixItems", [])
+        items = sch.get("items", True)
+        lo, hi = sch.get("minItems", 0), sch.get("maxItems")
+        ends: set[int] = set()
+        partial = False
+        todo = [(i + 1, 0)]  # (position, items so far)
+        while todo:
+            pos, count = todo.pop()
+            pos = self.ws(pos)
+            if pos < 0:
+                continue
+            if pos == self.n:
+                partial = True
+                continue
+            c = self.s[pos]
+            if c == ord("]"):
+                if count >= lo:
+                    ends.add(pos + 1)
+                continue
+            sub = prefix[count] if count < len(prefix) else items
+            if (hi is not None and count >= hi) or sub is False:  # no item may come: only "]"
+                continue
+            if count:
+                if c != ord(","):
+                    continue
+                pos = self.ws(pos + 1)
+                if pos < 0:
+                    continue
+                if pos == self.n:
+                    partial = True
+                    continue
+            vends, vp = self.value(sub, pos)
+            partial = partial or vp
+            for ve in vends:
+                if ve == self.n:
+                    partial = True
+                todo.append((ve, count + 1))
+        return ends, partial

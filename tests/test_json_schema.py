@@ -1,0 +1,155 @@
+"""JSON-schema outputs (ninfer.engine.json_schema) against the jsonschema package's validator, and on the real model."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import pytest
+
+from ninfer.engine.json_schema import JsonSchemaPrefix, check_schema
+from ninfer.errors import NinferError
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 20},
+        "age": {"type": "integer"},
+        "height": {"type": ["number", "null"]},
+        "pets": {"type": "array", "items": {"$ref": "#/$defs/pet"}, "maxItems": 3},
+        "role": {"enum": ["admin", "user", 7]},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["name", "age", "role"],
+    "additionalProperties": False,
+    "$defs": {"pet": {"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                      "required": ["kind"], "additionalProperties": False}},
+}
+TREE = {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "number"}, "kids": {
+    "type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"], "additionalProperties": False}},
+    "$ref": "#/$defs/node"}
+CHOICE = {"anyOf": [{"type": "string", "maxLength": 3}, {"type": "array", "prefixItems": [{"type": "integer"},
+                                                                                          {"type": "boolean"}],
+                                                           "items": False, "minItems": 2},
+                    {"type": "object", "additionalProperties": {"type": "integer"}}]}
+OPEN = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}  # other keys: anything
+SCHEMAS = {"person": PERSON, "tree": TREE, "choice": CHOICE, "open": OPEN, "any": True}
+
+VALID = {
+    "person": [{"name": "Ann", "age": 30, "role": "admin"},
+               {"name": "Bo \u00e9\u6f22", "age": -2, "role": 7, "height": 1.5e2, "pets": [{"kind": "cat", "lives": 9}],
+                "ok": True},
+               {"role": "user", "age": 0, "name": "x\"y\\z\n", "height": None, "pets": []}],
+    "tree": [{"v": 1}, {"v": -0.5, "kids": [{"v": 2, "kids": []}, {"v": 3e-2}]}],
+    "choice": ["abc", "", [1, True], {"x": 1, "y": -3}, {}],
+    "open": [{"a": 1, "b": [None, {"c": "d"}]}, {"z": False, "a": 12}],
+    "any": [1, "s", [1, {"a": None}], {"k": [True, 2.5]}, None],
+}
+
+
+def _fed(schema, data: bytes, step: int = 1) -> tuple[bool, bool]:
+    """(every piece fitted, the whole is a complete document)."""
+    p = JsonSchemaPrefix(schema)
+    for i in range(0, len(data), step):
+        if not p.feed(data[i:i + step]):
+            return False, False
+    return True, p.complete
+
+
+@pytest.mark.parametrize("name", list(VALID))
+def test_every_prefix_of_a_valid_document_fits_and_the_whole_is_complete(name):
+    for doc in VALID[name]:
+        jsonschema.validate(doc, SCHEMAS[name])  # the fixtures are valid by the reference validator
+        for text in (json.dumps(doc), json.dumps(doc, ensure_ascii=False, indent=2), json.dumps(doc, separators=(",", ":"))):
+            data = text.encode()
+            for step in (1, 3):
+                assert _fed(SCHEMAS[name], data, step) == (True, True), (name, text)
+
+
+def _mutations(rng: random.Random, text: str, n: int) -> list[str]:
+    pieces = list('{}[]",:0123456789-.eE truefalsnul\\abc') + ['"name"', '"age"', '"kind"', '"cat"', '"v"', "null"]
+    out = []
+    for _ in range(n):
+        t = text
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(t) + 1)
+            op = rng.random()
+            if op < 0.4 and t:
+                t = t[:i] + t[i + 1:]
+            elif op < 0.8:
+                t = t[:i] + rng.choice(pieces) + t[i:]
+            else:
+                t = t[:i] + rng.choice(pieces) + t[i + 1:]
+        out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("name", list(VALID))
+def test_mutated_documents_are_accepted_exactly_when_the_reference_validator_accepts_them(name):
+    """Thousands of near-valid texts: ninfer's parse takes a text whole (every byte fits and it is complete)
+    exactly when json.loads parses it and jsonschema validates it."""
+    rng = random.Random(hash(name) & 0xFFFF)
+    schema = SCHEMAS[name]
+    agree = {True: 0, False: 0}
+    for doc in VALID[name]:
+        for text in _mutations(rng, json.dumps(doc), 300):
+            try:
+                ref = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+            except ValueError:
+                ref = False
+            if ref and text != text.strip():
+                continue  # (leading / trailing whitespace beyond the parser's cap is not the point here)
+            assert _fed(schema, text.encode()) == (ref, ref) or (not ref and not _fed(schema, text.encode())[1]), text
+            agree[ref] += 1
+    assert agree[True] > 10 and agree[False] > 100  # both sides exercised
+
+
+def test_a_number_may_go_on_and_a_closed_object_may_not():
+    p = JsonSchemaPrefix({"type": "integer"})
+    assert p.feed(b"12") and p.complete and p.more  # "12" is whole, but "123" would be too
+    assert not p.feed(b".5")  # not an integer
+    q = JsonSchemaPrefix(PERSON)
+    assert q.feed(b'{"name": "A", "age": 1, "role": 7}') and q.complete and not q.more
+    assert not JsonSchemaPrefix(PERSON).feed(b'{"name": "A", "age": 1}}')  # "role" is required
+
+
+@pytest.mark.parametrize("schema,word", [({"type": "string", "pattern": "^a"}, "pattern"),
+                                         ({"type": "integer", "minimum": 3}, "minimum"),
+                                         ({"allOf": [{"type": "object"}]}, "allOf"),
+                                         ({"type": "objekt"}, "type"),
+                                         ({"$ref": "#/$defs/missing"}, "points at nothing"),
+                                         ({"properties": {"a": {"not": {}}}}, "not")])
+def test_keywords_that_are_not_enforced_are_refused_by_name(schema, word):
+    with pytest.raises(NinferError, match=word):
+        check_schema(schema)
+
+
+@pytest.fixture(scope="module")
+def llm():
+    from ninfer import LLM
+
+    return LLM(progress=False)
+
+
+@pytest.mark.parametrize("temperature,seed", [(0.0, None), (0.8, 4), (1.2, 9)])
+def test_the_real_model_answers_a_document_valid_against_the_schema(llm, temperature, seed):
+    from ninfer import SamplingParams
+
+    params = SamplingParams(temperature=temperature, seed=seed, max_tokens=200, json_schema=PERSON)
+    assert params.response_format == "json_schema"
+    out = llm.chat([{"role": "user", "content": "Describe a person who has a cat, in JSON."}], params)
+    assert out.finish_reason == "stop", out.text
+    jsonschema.validate(json.loads(out.text), PERSON)
+    assert out.token_ids[-1] in llm.eos_token_ids
+
+
+def test_sampling_params_check_the_schema():
+    from ninfer import SamplingParams
+
+    with pytest.raises(NinferError, match="pattern"):
+        SamplingParams(json_schema={"type": "string", "pattern": "x"})
+    with pytest.raises(NinferError, match="needs json_schema"):
+        SamplingParams(response_format="json_schema")
+    with pytest.raises(NinferError, match="ignore_eos"):
+        SamplingParams(json_schema=True, ignore_eos=True)
