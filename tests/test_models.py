@@ -237,6 +237,24 @@ def test_fused_parts_with_the_right_total_but_another_split_are_refused(tmp_path
         LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)
 
 
+def test_tensors_the_model_does_not_read_are_named_on_stderr(tmp_path, capsys):
+    """A bias the config does not announce, or a layer past num_hidden_layers, used to be dropped silently; a clean
+    checkpoint loads without a word."""
+    from safetensors.torch import load_file, save_file
+
+    make_tiny_checkpoint("llama", str(tmp_path), seed=13)
+    LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)
+    assert "does not read" not in capsys.readouterr().err
+    t = load_file(str(tmp_path / "model.safetensors"))
+    t["model.layers.0.self_attn.o_proj.bias"] = torch.ones(t["model.layers.0.self_attn.o_proj.weight"].shape[0])
+    t["model.layers.9.mlp.down_proj.weight"] = torch.ones(4, 4)
+    save_file(t, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)
+    err = capsys.readouterr().err
+    assert "has 2 tensor(s) this model does not read (model.layers.0.self_attn.o_proj.bias, " \
+           "model.layers.9.mlp.down_proj.weight)" in err and err.count("\n") == 1
+
+
 def test_a_multimodal_wrapper_of_a_known_text_model_is_refused_by_its_name(tmp_path):
     import json
 

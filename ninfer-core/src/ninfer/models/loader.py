@@ -17,10 +17,12 @@ from ..errors import NinferError
 def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.device, progress: bool = True) -> None:
     """names: canonical name -> candidate checkpoint names (the architecture's naming rules)."""
     available = set(checkpoint.tensor_names())
+    used: set[str] = set()
 
     def find(canonical: str) -> str:
         for cand in names(canonical):
             if cand in available:
+                used.add(cand)
                 return cand
         raise NinferError(f"The checkpoint at {checkpoint.path} has no tensor {canonical!r}; "
                           "is it complete and of the architecture its config names?")
@@ -53,6 +55,28 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
         bar.update(len(canon))
     bar.close()
     _check_shapes(model)
+    _warn_unused(available, used, checkpoint)
+
+
+# tensors a checkpoint may carry that the text model never reads: the MTP head (read by its own loader), vision
+# towers and projectors of multimodal wrappers, rotary tables
+_NOT_TEXT = ("mtp.", "model.visual.", "visual.", "model.vision", "vision_tower.", "vision_model.",
+             "multi_modal_projector.", "model.multi_modal_projector.", "model.mm_projector.")
+
+
+def _warn_unused(available: set[str], used: set[str], checkpoint) -> None:
+    """One line on stderr naming checkpoint tensors the model did not read: a bias or a layer the architecture
+    does not know would otherwise be dropped silently (the logits then quietly wrong). A read weight's
+    companions (a quantised weight's scales, zero points, g_idx) count as read; a bias does not."""
+    modules = {n.rsplit(".", 1)[0] for n in used}
+    unused = sorted(n for n in available - used
+                    if not n.startswith(_NOT_TEXT) and not n.endswith("rotary_emb.inv_freq")
+                    and not (n.rsplit(".", 1)[0] in modules and not n.endswith(".bias")))
+    if unused:
+        more = f" and {len(unused) - 4} more" if len(unused) > 4 else ""
+        sys.stderr.write(f"ninfer: warning: {checkpoint.path} has {len(unused)} tensor(s) this model does not read "
+                         f"({', '.join(unused[:4])}{more}); if they matter (biases, extra layers), the config "
+                         "does not describe these weights.\n")
 
 
 def _check_parts(model, path: str, names: list[str], parts: list[torch.Tensor]) -> None:
