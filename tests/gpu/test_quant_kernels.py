@@ -738,3 +738,95 @@ def test_persistent_burst_kernel_with_gdn_in_is_bit_for_bit_the_default(dtype, g
         got.append((*out, win))
     for name, a, b in zip(("conv output", "z", "g", "beta", "conv window"), *got):
         assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("group,sym", [(128, True), (64, False), (256, True), (512, False)])
+@pytest.mark.parametrize("n,k,warps,ring", [(1000, 2048, None, 2), (1000, 2048, None, 4), (200, 4096, 3, 3),
+                                            (34816, 5120, None, 3), (5120, 17408, None, 3)])
+def test_bulk_burst_kernel_is_bit_for_bit_the_default(bits, dtype, scale_dtype, group, sym, n, k, warps, ring):
+    """A -DQMV_BULK=R build (each warp's bursts streamed by the copy engine into its ring of R shared-memory slots,
+    sm_90+): the plain and SwiGLU one-token launches give the register form's bits, int4 and int8, every group size
+    a burst spans (several groups, one, a part of one), zero points, rows not a multiple of 16, warps whose share of
+    bursts differs, and against float32. Outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the copy engine's bulk copies need sm_90")
+    if n * k > 1 << 25 and ((dtype, scale_dtype) != (torch.bfloat16, torch.float16) or group > 128):
+        pytest.skip("the 27B shapes in the benchmark's types and groups 64 / 128 only (time)")
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, scale_dtype, n + k + group + bits))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    bulk = (f"-DQMV_BULK={ring}",)
+    kernel = gpu._module(x.device, bulk)[gpu.qmv_kernel_name(dtype, scale_dtype, bits, not sym)]
+    w = warps or gpu.qmv_warps(kernel, -(-n // 16), k, bits, x.device)
+    assert gpu.qmv1_grid(kernel, -(-n // 16), w * 32, k, bits, bulk, x.device)[1] == w * ring * (4 * 512 + 4 * 48 + 8)
+    outs = []
+    for extra in ((), bulk):
+        gpu.BENCH_EXTRA = extra
+        if warps:
+            gpu.CONFIG_OVERRIDE[(n, k, bits)] = (warps, ())
+        try:
+            _poison()
+            y = gpu.quant_linear(x, q, bias)
+            _poison()
+            s = gpu.quant_linear_silu_mul(x, q) if n % 32 == 0 and not warps else None
+        finally:
+            gpu.BENCH_EXTRA = ()
+            gpu.CONFIG_OVERRIDE.clear()
+        outs.append((y, s))
+    (y0, s0), (y1, s1) = outs
+    what = f"int{bits} {dtype} scales {scale_dtype} g{group} {'sym' if sym else 'zp'} {n}x{k} warps {warps}"
+    assert torch.equal(y0, y1), what
+    assert (s0 is None) == (s1 is None) and (s0 is None or torch.equal(s0, s1)), what
+    ref = x.float() @ dequantize(q).t() + bias.float()
+    assert ((y1.float() - ref).norm() / ref.norm()) < (1e-3 if dtype == torch.float16 else 1e-2), what
+
+
+@pytest.mark.parametrize("group,sym", [(128, True), (64, False)])
+def test_bulk_burst_kernel_int8_fallback_and_gdn_in_are_bit_for_bit_the_default(group, sym):
+    """The -DQMV_BULK=3 build: int8 with a bf16 activation past fp16's range (the block's second run in bf16, its
+    ring going on from the first run's phases) and qmv1g (Qwen3.5-27B's Gated DeltaNet projection, int4) give the
+    register form's bits: outputs, gates and the conv window it updates in place."""
+    from ninfer.quant import gpu
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the copy engine's bulk copies need sm_90")
+    bulk = ("-DQMV_BULK=3",)
+    q8 = gpu.prepare(_tiled_case(4096, 4096, 8, group, sym, torch.bfloat16, 7 + group))
+    x = torch.randn(1, 4096, device="cuda").to(torch.bfloat16)
+    x[0, 100] = 1e6  # past fp16: the X16 path's sums become infinite, the block runs again in bf16
+    ys = []
+    for extra in ((), bulk):
+        gpu.BENCH_EXTRA = extra
+        try:
+            _poison()
+            ys.append(gpu.quant_linear(x, q8))
+        finally:
+            gpu.BENCH_EXTRA = ()
+    assert torch.isfinite(ys[0]).all() and torch.equal(ys[0], ys[1])
+    hidden, conv_dim, z_dim, heads = 5120, 10240, 6144, 48
+    n = conv_dim + z_dim + 2 * heads
+    q = gpu.prepare(_tiled_case(n, hidden, 4, group, sym, torch.bfloat16, n + group))
+    x = torch.randn(1, hidden, device="cuda").to(torch.bfloat16) * 2
+    cw = (torch.randn(conv_dim, 4, device="cuda") * 0.5).to(torch.bfloat16)
+    window = torch.randn(conv_dim, 3, device="cuda")
+    A_log = torch.empty(heads, device="cuda").uniform_(0, 16).log()
+    dt_bias = torch.randn(heads, device="cuda")
+    got = []
+    for extra in ((), bulk):
+        gpu.BENCH_EXTRA = extra
+        win = window.clone()
+        try:
+            _poison()
+            out = gpu.quant_gdn_in_proj(x, q, cw, win, A_log, dt_bias, conv_dim, z_dim)
+        finally:
+            gpu.BENCH_EXTRA = ()
+        assert out is not None
+        got.append((*out, win))
+    for name, a, b in zip(("conv output", "z", "g", "beta", "conv window"), *got):
+        assert torch.equal(a, b), name
