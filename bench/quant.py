@@ -130,12 +130,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 17: the one-token int4 forms as persistent blocks, the activations in shared memory (qgemv.cu: qmvp)
     "persistent blocks (QMV_PERSIST)": dict(split=(16,), extra=("-DQMV_PERSIST=1",)),
     "persistent blocks, 96 registers": dict(split=(16,), extra=("-DQMV_PERSIST=1", "-DQMV_MAXREG4=96")),
-    # session 21: each warp's bursts streamed by the copy engine into a ring of R shared-memory slots (qgemv.cu: QMV_BULK)
-    "bulk ring 2": dict(split=(16,), extra=("-DQMV_BULK=2",)),
-    "bulk ring 3": dict(split=(16,), extra=("-DQMV_BULK=3",)),
-    "bulk ring 4": dict(split=(16,), extra=("-DQMV_BULK=4",)),
-    "bulk ring 3, 64 registers": dict(split=(16,), extra=("-DQMV_BULK=3", "-DQMV_MAXREG4=64")),
-    "bulk ring 2, 64 / 56 registers": dict(split=(16,), extra=("-DQMV_BULK=2", "-DQMV_MAXREG4=64", "-DQMV_MAXREG8=56")),
     # session 16, e2e only: the default kernels with some of the decode step's other ops replaced by ones that launch
     # nothing (outputs wrong; as bench/whatif.py does for bf16 models): what they cost a quantised step at most
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names

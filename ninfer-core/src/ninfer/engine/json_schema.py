@@ -315,9 +315,11 @@ class _Parse:
         extra = sch.get("additionalProperties", True)
         ends: set[int] = set()
         partial = False
-        todo = [(i + 1, frozenset(), True)]  # (position, keys seen, expecting the first key or "}")
+        # (position, keys seen, what comes next: "first" key or "}", "after" a value, a "key", the "colon" after key
+        # name, the "value" of name); whitespace before each is skipped here, once
+        todo = [(i + 1, frozenset(), "first", None)]
         while todo:
-            pos, seen, first = todo.pop()
+            pos, seen, mode, name = todo.pop()
             pos = self.ws(pos)
             if pos < 0:
                 continue
@@ -325,49 +327,29 @@ class _Parse:
                 partial = True
                 continue
             c = self.s[pos]
-            if c == ord("}"):
+            if mode in ("first", "after") and c == ord("}"):
                 if required <= seen:
                     ends.add(pos + 1)
                 continue
             names = [k for k in props if k not in seen] if extra is False else None
-            if names == []:  # no key may come: only "}"
-                continue
-            if not first:
-                if c != ord(","):
-                    continue
-                pos = self.ws(pos + 1)
-                if pos < 0:
-                    continue
-                if pos == self.n:
-                    partial = True
-                    continue
-            kends, kp = self.key(names, pos)
-            partial = partial or kp
-            for ke in kends:
-                name = json.loads(self.s[pos:ke])
-                if name in seen or (extra is False and name not in props):
-                    continue
+            if mode == "after":
+                if c == ord(",") and names != []:  # a "," only where another key may come
+                    todo.append((pos + 1, seen, "key", None))
+            elif mode in ("first", "key"):
+                kends, kp = self.key(names, pos)
+                partial = partial or kp
+                for ke in kends:
+                    key = json.loads(self.s[pos:ke])
+                    if key not in seen and (extra is not False or key in props):
+                        todo.append((ke, seen, "colon", key))
+            elif mode == "colon":
+                if c == ord(":"):
+                    todo.append((pos + 1, seen, "value", name))
+            else:
                 sub = props[name] if name in props else (extra if not isinstance(extra, bool) else True)
-                p2 = self.ws(ke)
-                if p2 < 0:
-                    continue
-                if p2 == self.n:
-                    partial = True
-                    continue
-                if self.s[p2] != ord(":"):
-                    continue
-                p3 = self.ws(p2 + 1)
-                if p3 < 0:
-                    continue
-                if p3 == self.n:
-                    partial = True
-                    continue
-                vends, vp = self.value(sub, p3)
-                partial = partial or vp
-                for ve in vends:
-                    if ve == self.n:
-                        partial = True  # the value is whole here; a "," or "}" may follow
-                    todo.append((ve, seen | {name}, False))
+                vends, vp = self.value(sub, pos)
+                partial = partial or vp or self.n in vends  # a whole value at the end: "," or "}" may follow
+                todo.extend((ve, seen | {name}, "after", None) for ve in vends)
         return ends, partial
 
     def v_array(self, sch, i):
@@ -378,9 +360,9 @@ class _Parse:
         lo, hi = sch.get("minItems", 0), sch.get("maxItems")
         ends: set[int] = set()
         partial = False
-        todo = [(i + 1, 0)]  # (position, items so far)
+        todo = [(i + 1, 0, False)]  # (position, items so far, an item must come: after a ",")
         while todo:
-            pos, count = todo.pop()
+            pos, count, must = todo.pop()
             pos = self.ws(pos)
             if pos < 0:
                 continue
@@ -388,26 +370,16 @@ class _Parse:
                 partial = True
                 continue
             c = self.s[pos]
-            if c == ord("]"):
+            sub = prefix[count] if count < len(prefix) else items
+            more = (hi is None or count < hi) and sub is not False  # another item may come
+            if not must and c == ord("]"):
                 if count >= lo:
                     ends.add(pos + 1)
-                continue
-            sub = prefix[count] if count < len(prefix) else items
-            if (hi is not None and count >= hi) or sub is False:  # no item may come: only "]"
-                continue
-            if count:
-                if c != ord(","):
-                    continue
-                pos = self.ws(pos + 1)
-                if pos < 0:
-                    continue
-                if pos == self.n:
-                    partial = True
-                    continue
-            vends, vp = self.value(sub, pos)
-            partial = partial or vp
-            for ve in vends:
-                if ve == self.n:
-                    partial = True
-                todo.append((ve, count + 1))
+            elif count and not must:
+                if c == ord(",") and more:
+                    todo.append((pos + 1, count, True))
+            elif more:
+                vends, vp = self.value(sub, pos)
+                partial = partial or vp or self.n in vends
+                todo.extend((ve, count + 1, False) for ve in vends)
         return ends, partial

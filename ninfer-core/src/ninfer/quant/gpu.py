@@ -243,12 +243,8 @@ def qmv_warps(kernel, tiles: int, k: int, bits: int, device: torch.device) -> in
         bursts = k // tile_chunk(bits) // QMV_BURST
         sms = _sm_count(idx)
 
-        ring = qmv_bulk_ring(BENCH_EXTRA, device)
-
         def wave(w: int) -> int:  # blocks of w warps the GPU holds at once
-            if ring and w * ring > 48 * 1024:
-                kernel.set_max_dynamic_smem(w * ring)
-            return sms * int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, w * 32, w * ring),
+            return sms * int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.fn, w * 32, 0),
                                  "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
 
         plan = base
@@ -339,29 +335,11 @@ def gpu_params(w: QuantWeight) -> tuple[torch.Tensor, torch.Tensor]:
 _persist_grids: dict[tuple, int] = {}
 
 
-def qmv_bulk_ring(extra: tuple[str, ...], device: torch.device) -> int:
-    """Shared-memory bytes a warp of a one-token burst launch needs: its ring of QMV_BULK slots (qgemv.cu's
-    QMV_BULK_SLOT bytes and an 8-byte mbarrier each) where that build streams its bursts with the copy engine (sm_90
-    and later); 0 for the register form."""
-    r = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BULK=")), 0)
-    if r <= 0 or torch.cuda.get_device_capability(device)[0] < 9:
-        return 0
-    burst = next((int(o.split("=")[1]) for o in extra if o.startswith("-DQMV_BURST=")), QMV_BURST)
-    return r * (burst * 512 + burst * 48 + 8)
-
-
 def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[str, ...],
               device: torch.device) -> tuple[int, int]:
     """(blocks, dynamic shared memory bytes) of a one-token burst launch (qmv1 / qmv1s / qmv1g) over ``tiles`` loop
-    tiles: one block a tile, none (a -DQMV_BULK build: each warp's ring); in a -DQMV_PERSIST=1 build (bench only) an
-    int4 weight's launch takes persistent blocks, as many as the GPU holds at once with the token's K 16-bit
-    activations in shared memory."""
-    ring = qmv_bulk_ring(extra, device)
-    if ring:
-        smem = threads // 32 * ring
-        if smem > 48 * 1024:
-            kernel.set_max_dynamic_smem(smem)
-        return tiles, smem
+    tiles: one block a tile, none; in a -DQMV_PERSIST=1 build (bench only) an int4 weight's launch takes persistent
+    blocks, as many as the GPU holds at once with the token's K 16-bit activations in shared memory."""
     if bits != 4 or "-DQMV_PERSIST=1" not in extra:
         return tiles, 0
     smem = 2 * k

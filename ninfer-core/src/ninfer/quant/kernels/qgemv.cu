@@ -222,42 +222,6 @@ __device__ __forceinline__ unsigned qm_lds4(unsigned a) {
     return v;
 }
 
-// The copy engine's bulk copies (sm_90+): an mbarrier a slot, armed with the bytes to come; its phase parity flips when
-// they have all landed.
-__device__ __forceinline__ void qm_mbar_init(unsigned bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
-#endif
-}
-__device__ __forceinline__ void qm_bulk_fence() {  // barrier inits and generic shared accesses before async copies
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void qm_mbar_expect(unsigned bar, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void qm_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-#endif
-}
-__device__ __forceinline__ void qm_mbar_wait(unsigned bar, unsigned parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("{\n\t.reg .pred p;\n\tWAIT_%=:\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
-                 "@!p bra WAIT_%=;\n\t}" :: "r"(bar), "r"(parity) : "memory");
-#endif
-}
-__device__ __forceinline__ unsigned short qm_lds2(unsigned a) {
-    unsigned short v;
-    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
-    return v;
-}
-
 // Group of the 32-k half kk (k = 32 kk), G = 32 gpk: floor(kk / gpk) = floor((kk + 0.5) * (1 / gpk)). The
 // quotient (kk + 0.5) / gpk is at least 0.5 / gpk from an integer and the float error is below
 // 2^-23 (kk + 0.5) / gpk, so the rounding down is exact while kk < 2^21 (K < 2^26). kf = kk + 0.5.
@@ -861,20 +825,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
-// QMV_BULK = R > 0 (sm_90+; one token): each warp streams its bursts into its own ring of R shared-memory slots with the
-// copy engine (cp.async.bulk, one instruction a burst: the burst's 2 KB of codes and its groups' scales and zero
-// points, completed on the slot's mbarrier), R bursts in flight a warp at no register cost, the codes read from the
-// slot (LDS) just before use. Same sums in the same order as the register form (same bits). Dynamic shared memory:
-// warps x R x (QMV_BULK_SLOT + 8) bytes (gpu.qmv_smem).
-#ifndef QMV_BULK
-#define QMV_BULK 0
-#endif
-#define QMV_BULK_SLOT (QMV_BURST * 512 + QMV_BURST * 48)  // codes, then up to QMV_BURST groups' scales (32 B) and zero points (16 B)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && QMV_BULK > 0
-#define QMV_BULK_ON 1
-#else
-#define QMV_BULK_ON 0
-#endif
 #ifndef QMV_DIAG  // benchmark diagnostics only, results wrong: 1 the loads alone (no dequantisation, no products);
 #define QMV_DIAG 0  // 2 every block reads tile blockIdx.x % 8's weights and scales (L2-resident): the products alone;
 #endif              // 3 each warp reads its first burst again for every burst, through L1: the products, no HBM
@@ -1092,105 +1042,9 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
-    // QMV_BULK: this warp's bursts as a sequence j = j0 .. j0 + nbw - 1 (burst warp + (j - j0) warps) through its ring,
-    // item j in slot j % R, whose mbarrier completes phase j / R; a second run (X16's fallback) goes on from j0 = nbw.
-    constexpr bool BULK = QMV_BULK_ON && ONE && QMV_DIAG == 0;
-    constexpr int R = QMV_BULK > 0 ? QMV_BULK : 1;
-    extern __shared__ __align__(16) unsigned char qmv_ring[];
-    const unsigned ring0 = (unsigned)__cvta_generic_to_shared(qmv_ring) + (unsigned)(threadIdx.x / 32 * R * QMV_BULK_SLOT);
-    const unsigned bar0 = (unsigned)__cvta_generic_to_shared(qmv_ring) + (unsigned)(nwarps * R * QMV_BULK_SLOT)
-                          + (unsigned)(threadIdx.x / 32 * R * 8);
-    const int nbw = warp < nburst ? (nburst - warp + warps - 1) / warps : 0;
-    const int gpb = max(1, B >> lg);  // groups a burst
-    auto issue = [&](int j, int j0) {  // lane 0
-        const int bb = warp + (j - j0) * warps, g0 = (bb * B) >> lg;
-        const unsigned slot = ring0 + (unsigned)(j % R * QMV_BULK_SLOT), bar = bar0 + (unsigned)(j % R * 8);
-        qm_mbar_expect(bar, B * 512 + 32 * gpb + (ZP ? 16 * gpb : 0));
-        qm_bulk(slot, Wp + ((i64)wtile * nchunk + (i64)bb * B) * 32, B * 512, bar);
-        qm_bulk(slot + B * 512, Sp + ((i64)wtile * ng + g0) * 8, 32 * gpb, bar);
-        if (ZP) qm_bulk(slot + B * 512 + 32 * B, Zp + ((i64)wtile * ng + g0) * 8, 16 * gpb, bar);
-    };
-    auto prologue = [&](int j0) {
-        if (lane == 0) {
-            qm_bulk_fence();
-            for (int j = j0; j < j0 + min(R, nbw); j++) issue(j, j0);
-        }
-        __syncwarp();
-    };
-    if constexpr (BULK) {
-        if (lane == 0)
-            for (int r = 0; r < R; r++) qm_mbar_init(bar0 + 8 * r);
-        prologue(0);
-    } else {
-        if (b < nburst) fetch(wb, b);
-    }
+    if (b < nburst) fetch(wb, b);
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
-    // One chunk's products: codes words, scale word scw, zero-point word zpw, activations from xp (the chunk's first).
-    auto chunk = [&](auto tag, const unsigned (&words)[4], unsigned scw, unsigned zpw, int c) {
-        using MT = typename decltype(tag)::type;
-        constexpr bool CVT = !QmSame<MT, T>::value;
-        uint4 xv[SETS][HALVES];
-#pragma unroll
-        for (int s = 0; s < SETS; s++)
-#pragma unroll
-            for (int h = 0; h < HALVES; h++) qm_load_x(xv[s][h], xt[s] + c * (CHUNK / 8) + 4 * h, true);
-        float tmp[SETS][4];
-#pragma unroll
-        for (int s = 0; s < SETS; s++) tmp[s][0] = tmp[s][1] = tmp[s][2] = tmp[s][3] = 0.f;
-        QmDeq<MT, BITS> dq;
-        dq.init(zpw);
-#pragma unroll
-        for (int h = 0; h < HALVES; h++) {
-#pragma unroll
-            for (int s2 = 0; s2 < 2; s2++) {
-                unsigned a[4];
-                dq.step(words + (BITS == 4 ? 2 * h + s2 : 2 * s2), a);
-#pragma unroll
-                for (int s = 0; s < SETS; s++) {
-                    const unsigned xw[4] = {xv[s][h].x, xv[s][h].y, xv[s][h].z, xv[s][h].w};
-                    const unsigned b0 = CVT ? bf16x2_to_f16x2(xw[2 * s2]) : xw[2 * s2];
-                    const unsigned b1 = CVT ? bf16x2_to_f16x2(xw[2 * s2 + 1]) : xw[2 * s2 + 1];
-                    qm_mma(tmp[s], a, b0, b1, (const MT *)nullptr);
-                }
-            }
-        }
-        const float s0 = qm_scale(scw & 0xFFFFu, (const ST *)nullptr);
-        const float s1 = qm_scale_hi(scw, (const ST *)nullptr);
-#pragma unroll
-        for (int s = 0; s < SETS; s++) {
-            acc[s][0] = fmaf(s0, tmp[s][0], acc[s][0]);
-            acc[s][2] = fmaf(s1, tmp[s][2], acc[s][2]);
-            if (!ONE) {
-                acc[s][1] = fmaf(s0, tmp[s][1], acc[s][1]);
-                acc[s][3] = fmaf(s1, tmp[s][3], acc[s][3]);
-            }
-        }
-    };
-    // The bulk form's loop over this warp's bursts (items j0 .. j0 + nbw - 1, issued R ahead by prologue(j0)).
-    auto run_bulk = [&](auto tag, int j0) {
-#pragma unroll
-        for (int s = 0; s < SETS; s++) acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = 0.f;
-        for (int j = j0; j < j0 + nbw; j++) {
-            const int bb = warp + (j - j0) * warps;
-            const unsigned slot = ring0 + (unsigned)(j % R * QMV_BULK_SLOT);
-            qm_mbar_wait(bar0 + (unsigned)(j % R * 8), (unsigned)(j / R) & 1u);
-#pragma unroll
-            for (int u = 0; u < B; u++) {
-                const uint4 wq = qm_lds16(slot + (unsigned)(u * 512 + lane * 16));
-                const unsigned words[4] = {wq.x, wq.y, wq.z, wq.w};
-                const unsigned du = (unsigned)((u >> lg) * 8 + g);
-                const unsigned scw = qm_lds4(slot + B * 512 + 4 * du);
-                const unsigned zpw = ZP ? (unsigned)qm_lds2(slot + B * 512 + 32 * B + 2 * du) : ZSYM;
-                chunk(tag, words, scw, zpw, bb * B + u);
-            }
-            __syncwarp();
-            if (lane == 0 && j + R < j0 + nbw) {
-                qm_bulk_fence();
-                issue(j + R, j0);
-            }
-        }
-    };
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
         using MT = typename decltype(tag)::type;
@@ -1283,20 +1137,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     // computes the tile again in bf16, so the result is the bf16 kernel's. Finite activations give finite sums in
     // fp16 (|code| <= 255, |x| <= 65504: far below float32's range).
     constexpr bool X16 = QMV_X16 && BITS == 8 && QmSame<T, __nv_bfloat16>::value;
-    if constexpr (BULK) {
-        if constexpr (X16) {
-            run_bulk(QmTag<__half>{}, 0);
-            bool bad = false;
-#pragma unroll
-            for (int i = 0; i < 4; i += 2) bad |= !(fabsf(acc[0][i]) <= 3.402823466e38f);  // NaN or infinite
-            if (__syncthreads_or(bad)) {
-                prologue(nbw);
-                run_bulk(QmTag<T>{}, nbw);
-            }
-        } else {
-            run_bulk(QmTag<T>{}, 0);
-        }
-    } else if constexpr (X16) {
+    if constexpr (X16) {
         run(QmTag<__half>{});
         bool bad = false;
 #pragma unroll
