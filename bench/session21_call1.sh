@@ -1,3 +1,4 @@
+# (The -DQMV_BULK variants and their tests exist in commit a0258d8 only: run this script there.)
 # Session 21, call 1: the one-token burst GEMV with each warp's bursts streamed by the copy engine into a ring of R
 # shared-memory slots (-DQMV_BULK=R, new): its GPU tests (bit for bit the register form), GEMV only against the
 # default, end to end (27B W4A16, 8B W8A16, int8 lm_head) against the default in the same process; then Nsight
