@@ -94,6 +94,13 @@ def test_forced_tool_use(client):
     # "any" with one tool names it, so the call cannot name something else
     anyone = client.messages.create(**{**kw, "tool_choice": {"type": "any"}})
     assert [b.name for b in anyone.content if b.type == "tool_use"] == ["get_weather"]
+    # "any" among several: the call names one of them (session 21; the name was free before)
+    two = tools + [{"name": "get_local_time", "description": "Local time in a city",
+                    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    several = client.messages.create(**{**kw, "max_tokens": 40, "tools": two, "tool_choice": {"type": "any"},
+                                        "messages": [{"role": "user", "content": "Tell me a joke."}]})
+    names = [b.name for b in several.content if b.type == "tool_use"]
+    assert names and names[0] in {"get_weather", "get_local_time"}, several.content
 
 
 def test_a_final_assistant_message_is_a_prefill_the_answer_continues(server, client):
