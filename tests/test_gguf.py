@@ -4,6 +4,7 @@ config, llama's Q/K un-permutation) on small written files and on the real SmolL
 from __future__ import annotations
 
 import os
+import re
 import shutil
 
 import gguf
@@ -169,10 +170,18 @@ def test_qwen3_config_names_and_no_permutation(tmp_path):
     assert torch.equal(ckpt.get("model.layers.0.self_attn.k_proj.weight"), torch.from_numpy(k))
 
 
-def test_unknown_architecture_is_named_as_given(tmp_path):
-    path = tmp_path / "mamba.gguf"
-    _write(path, "mamba", {}, {"w": (np.ones((2, 32), np.float32), None)})
-    assert GGUFCheckpoint.open(str(path)).config["architectures"] == ["mamba"]
+@pytest.mark.parametrize("arch,fix", [("mamba", "load the model's Hugging Face checkpoint folder"),
+                                      ("qwen35", "for Qwen3.5 / 3.6 (hybrid Gated DeltaNet) load the Hugging Face"),
+                                      ("qwen3moe", "mixture-of-experts models are not supported")])
+def test_an_architecture_not_read_from_gguf_is_named_with_what_to_load_instead(tmp_path, arch, fix):
+    """Before session 21 the message listed Qwen3_5ForCausalLM among the supported architectures for a qwen35 GGUF,
+    which ninfer cannot read."""
+    path = tmp_path / f"{arch}.gguf"
+    _write(path, arch, {}, {"w": (np.ones((2, 32), np.float32), None)})
+    with pytest.raises(NinferError, match=rf"architecture '{arch}', which ninfer does not read from GGUF "
+                                          rf"\(llama, qwen2, qwen3\); {re.escape(fix)}") as e:
+        GGUFCheckpoint.open(str(path))
+    assert "Qwen3_5ForCausalLM" not in str(e.value)
 
 
 def test_split_gguf_opens_from_any_part(tmp_path):

@@ -24,6 +24,19 @@ ARCHITECTURES = {
     "qwen3": ("Qwen3ForCausalLM", "qwen3"),
 }
 
+def _unread_architecture(arch: str, path) -> str:
+    """One sentence for a GGUF file whose architecture ninfer does not read from GGUF, naming what to load instead."""
+    known = ", ".join(ARCHITECTURES)
+    if arch.startswith("qwen35") or arch.startswith("qwen3next"):
+        fix = ("for Qwen3.5 / 3.6 (hybrid Gated DeltaNet) load the Hugging Face checkpoint folder instead, or a "
+               "compressed-tensors / GPTQ quantisation of it (ninfer quantize writes one)")
+    elif "moe" in arch:
+        fix = "mixture-of-experts models are not supported by ninfer"
+    else:
+        fix = "load the model's Hugging Face checkpoint folder, if its architecture is one ninfer supports"
+    return f"{path} is a GGUF file of architecture {arch!r}, which ninfer does not read from GGUF ({known}); {fix}."
+
+
 # llama.cpp block tensor names -> Hugging Face names inside `model.layers.N.`
 _BLOCK_NAMES = {
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
@@ -137,7 +150,9 @@ class GGUFCheckpoint(Checkpoint):
     def _synthesise_config(self) -> dict[str, Any]:
         md = self.metadata
         arch = md.get("general.architecture", "unknown")
-        hf_arch, model_type = ARCHITECTURES.get(arch, (arch, arch))
+        if arch not in ARCHITECTURES:
+            raise NinferError(_unread_architecture(arch, self.path))
+        hf_arch, model_type = ARCHITECTURES[arch]
 
         def key(name, default=None):
             v = md.get(f"{arch}.{name}", default)
