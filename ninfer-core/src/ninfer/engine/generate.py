@@ -172,7 +172,7 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
         return
     t_dec = None
     while True:
-        if prefix is not None and not getattr(prefix, "free", False):
+        if prefix is not None and not prefix.free:
             token = pick(sampler, logits, prompt_ids, out.out_ids, prefix, tokenizer, eos_ids)
         else:
             token = sampler(logits, prompt_ids, out.out_ids)

@@ -28,7 +28,12 @@ _NUMBER_ENDS = frozenset({N_ZERO, N_INT, N_FRAC, N_EXP})
 
 
 class JsonObjectPrefix:
-    """The state after the bytes fed so far; :meth:`fits` tries bytes without keeping them."""
+    """The state after the bytes fed so far; :meth:`fits` tries bytes without keeping them.
+
+    The constraints :func:`pick` takes share this shape: ``feed(bytes) -> bool`` keeps bytes that fit; ``complete``:
+    the output may end here; ``more``: it may also go on; ``free``: the constraint no longer applies."""
+
+    free = False
 
     def __init__(self):
         # (mode, stack of "{" / "[", aux, whitespace run): aux is the string's "key" flag, the hex digits left
@@ -38,6 +43,10 @@ class JsonObjectPrefix:
     @property
     def complete(self) -> bool:
         return self.state[0] == DONE
+
+    @property
+    def more(self) -> bool:  # nothing follows a closed object but the end of the turn
+        return not self.complete
 
     def fits(self, data: bytes) -> tuple | None:
         state = self.state
@@ -61,6 +70,7 @@ class StartsWith:
     the turn is the model's, after a choice."""
 
     complete = False
+    more = True
 
     def __init__(self, choices: tuple[str, ...]):
         self.choices = [c.encode("utf-8") for c in choices]
@@ -209,12 +219,12 @@ def _number(sub: int, b: int):
     return N_EXP if digit else None  # N_ESIGN, N_EXP
 
 
-def pick(sampler, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[int],
-         prefix: JsonObjectPrefix | StartsWith, tokenizer, eos_ids: set[int], tries: int = 64) -> int:
-    """The next token of a constrained output: the sampler's draw among the tokens that keep the output a JSON
-    object prefix (the end of the turn once it is complete), or a prefix of a ``starts_with`` choice; ``prefix``
-    takes the token."""
-    if prefix.complete and not getattr(prefix, "more", False):
+def pick(sampler, logits: torch.Tensor, prompt_ids: list[int], output_ids: list[int], prefix, tokenizer,
+         eos_ids: set[int], tries: int = 64) -> int:
+    """The next token of a constrained output (``prefix``: a JsonObjectPrefix, StartsWith or
+    json_schema.JsonSchemaPrefix, which takes the token): the sampler's draw among the tokens that fit, the end of
+    the turn among them once the output is complete, and the end itself once nothing more fits."""
+    if prefix.complete and not prefix.more:
         return min(eos_ids)
     logits = sampler.penalise(logits.clone(), prompt_ids, output_ids)
     banned = tokenizer.special_token_ids | eos_ids  # control tokens are never JSON text

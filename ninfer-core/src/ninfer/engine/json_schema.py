@@ -4,7 +4,8 @@ outputs): the output is one JSON document valid against the schema, then the end
 :class:`JsonSchemaPrefix` keeps the output's bytes and says whether more bytes keep it a prefix of some valid
 document, by a recursive-descent parse of the whole prefix that follows the schema and tracks every way a value
 can end (``anyOf`` and numbers make more than one). :func:`ninfer.engine.json_mode.pick` samples among the tokens
-that fit, as for JSON mode.
+that fit, as for JSON mode. Each try parses the whole output again: about 0.4 ms a KB on one CPU core (1.2 ms for
+a 2.9 KB document, measured in session 21), small beside a decode step for documents of a few KB.
 
 Enforced: ``type`` (one or a list), ``properties``, ``required``, ``additionalProperties`` (false, true or a
 schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` / ``maxLength``, ``enum``,
@@ -88,6 +89,7 @@ class JsonSchemaPrefix:
         self.text = b""
         self.complete = False  # the text is a whole valid document (more bytes may still fit: a number's digits)
         self.more = True  # some longer text would still be valid
+        self.free = False
 
     def feed(self, data: bytes) -> bool:
         text = self.text + data
