@@ -89,9 +89,12 @@ class CausalLM:
         src["lm_head.weight"] = ["model.embed_tokens.weight"] if self.cfg.tie_word_embeddings else ["lm_head.weight"]
         return src
 
-    def set_weight(self, path: str, tensor: torch.Tensor) -> None:
+    def owner(self, path: str):
+        """The object that holds the parameter at ``path`` ("layers.3.mlp.gate_up.weight" -> that Linear)."""
         obj = self
-        parts = path.split(".")
-        for p in parts[:-1]:
+        for p in path.split(".")[:-1]:
             obj = obj[int(p)] if p.isdigit() else getattr(obj, p)
-        setattr(obj, parts[-1], tensor)
+        return obj
+
+    def set_weight(self, path: str, tensor: torch.Tensor) -> None:
+        setattr(self.owner(path), path.rsplit(".", 1)[-1], tensor)

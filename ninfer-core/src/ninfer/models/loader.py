@@ -40,13 +40,14 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
             model.set_weight(path, dense[tuple(canon)])
             bar.update(len(canon))
             continue
-        q = load_quantized(model, path, checkpoint, [find(c) for c in canon], device, keep_quantized)
+        found = [find(c) for c in canon]
+        q = load_quantized(model, path, checkpoint, found, device, keep_quantized)
         if q is not None:  # quantised formats stay quantised (ninfer.quant)
             model.set_weight(path, q)
             bar.update(len(canon))
             continue
-        parts = [checkpoint.get(find(c)) for c in canon]
-        _check_parts(model, path, [find(c) for c in canon], parts)
+        parts = [checkpoint.get(n) for n in found]
+        _check_parts(model.owner(path), found, parts)
         t = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
         t = t.to(device=device, dtype=dtype).contiguous()
         model.set_weight(path, t)
@@ -79,17 +80,11 @@ def _warn_unused(available: set[str], used: set[str], checkpoint) -> None:
                          "does not describe these weights.\n")
 
 
-def _check_parts(model, path: str, names: list[str], parts: list[torch.Tensor]) -> None:
-    """Tensors fused on dim 0 (q|k|v, gate|up) must each have the rows the config gives them: a checkpoint whose
-    parts have the right total but another split would load and compute garbage."""
-    if len(parts) < 2 or path.rsplit(".", 1)[-1] not in ("weight", "bias"):
-        return
-    obj = model
-    for p in path.split(".")[:-1]:
-        obj = obj[int(p)] if p.isdigit() else getattr(obj, p, None)
-        if obj is None:
-            return
-    want = getattr(obj, "parts", None)
+def _check_parts(owner, names: list[str], parts: list[torch.Tensor]) -> None:
+    """Tensors fused on dim 0 (q|k|v, gate|up) into ``owner`` (a Linear's weight or bias) must each have the rows
+    the config gives them (Linear.parts): a checkpoint whose parts have the right total but another split would load
+    and compute garbage."""
+    want = getattr(owner, "parts", None) if len(parts) > 1 else None
     got = tuple(int(t.shape[0]) if t.dim() else 0 for t in parts)
     if want is not None and len(want) == len(parts) and got != tuple(want):
         raise NinferError(f"{', '.join(names)} have {', '.join(map(str, got))} rows but the config implies "
