@@ -65,8 +65,10 @@ def sampling_params(**fields) -> SamplingParams:
         fields["top_k"] = 0
     try:
         return SamplingParams(**{k: v for k, v in fields.items() if v is not None})
-    except NinferError as e:
-        raise APIError(400, str(e)) from None
+    except NinferError as e:  # the field a message starts with is the request's param (the schema: response_format)
+        first = str(e).split(" ", 1)[0]
+        param = "response_format" if first == "json_schema" else first if first in fields else None
+        raise APIError(400, str(e), param) from None
 
 
 def check_fits(llm, n_prompt: int, max_tokens: int | None, where: str = "messages") -> None:
