@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 
 import jsonschema
 import pytest
@@ -89,7 +90,7 @@ def _mutations(rng: random.Random, text: str, n: int) -> list[str]:
 def test_mutated_documents_are_accepted_exactly_when_the_reference_validator_accepts_them(name):
     """Thousands of near-valid texts: ninfer's parse takes a text whole (every byte fits and it is complete)
     exactly when json.loads parses it and jsonschema validates it."""
-    rng = random.Random(hash(name) & 0xFFFF)
+    rng = random.Random(zlib.crc32(name.encode()))  # (str hashes change from run to run)
     schema = SCHEMAS[name]
     agree = {True: 0, False: 0}
     for doc in VALID[name]:
