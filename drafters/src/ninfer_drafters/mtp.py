@@ -43,7 +43,7 @@ class MTPHead:
         src.update({f"layers.0.{k}": v for k, v in self.layers[0].weight_sources("mtp.layers.0").items()})
         return src
 
-    set_weight = CausalLM.set_weight
+    owner, set_weight = CausalLM.owner, CausalLM.set_weight
 
 
 def _mtp_names(name: str) -> list[str]:
