@@ -20,10 +20,8 @@ from __future__ import annotations
 import json
 
 from ..errors import NinferError
-from .json_mode import MAX_WHITESPACE
+from .json_mode import _HEX, _WS, MAX_WHITESPACE
 
-_WS = frozenset(b" \t\n\r")
-_HEX = frozenset(b"0123456789abcdefABCDEF")
 _ESC = frozenset(b'"\\/bfnrt')
 MAX_DIGITS, MAX_EXP = 16, 3  # digits of a number's integer and fraction parts, and of its exponent
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
