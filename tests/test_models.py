@@ -266,3 +266,31 @@ def test_a_multimodal_wrapper_of_a_known_text_model_is_refused_by_its_name(tmp_p
                                                       "model_type": "llava", "text_config": text}))
     with pytest.raises(NinferError, match="Unsupported architecture LlavaForConditionalGeneration"):
         LLM(model=str(tmp_path), backend="reference", device="cpu", max_context=64, progress=False)
+
+
+def test_quantised_fused_parts_with_another_split_are_refused(tmp_path):
+    """The same check on a compressed-tensors checkpoint, whose parts stay quantised at load (they are fused as
+    codes and scales, never as dense tensors): gate and up each with their packed codes, scales and recorded
+    shape moved by 8 rows."""
+    from safetensors.torch import load_file, save_file
+
+    from ninfer.errors import NinferError
+    from ninfer.quant.quantize import quantize_checkpoint
+
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    make_tiny_checkpoint("llama", str(src), seed=13)
+    quantize_checkpoint(str(src), str(dst), bits=4, group_size=32, progress=False)
+    LLM(model=str(dst), backend="reference", device="cpu", max_context=64, progress=False)  # loads as written
+    f = next(dst.glob("*.safetensors"))
+    t = load_file(str(f))
+    gate, up = "model.layers.0.mlp.gate_proj.", "model.layers.0.mlp.up_proj."
+    rows = int(t[gate + "weight_shape"][0])
+    for part in ("weight_packed", "weight_scale"):
+        both = torch.cat([t[gate + part], t[up + part]])
+        t[gate + part], t[up + part] = both[:rows - 8].clone(), both[rows - 8:].clone()
+    t[gate + "weight_shape"] = t[gate + "weight_shape"] - torch.tensor([8, 0], dtype=t[gate + "weight_shape"].dtype)
+    t[up + "weight_shape"] = t[up + "weight_shape"] + torch.tensor([8, 0], dtype=t[up + "weight_shape"].dtype)
+    save_file(t, str(f), metadata={"format": "pt"})
+    with pytest.raises(NinferError, match=rf"{gate}weight, {up}weight have {rows - 8}, {rows + 8} rows but the "
+                                          rf"config implies {rows}, {rows}"):
+        LLM(model=str(dst), backend="reference", device="cpu", max_context=64, progress=False)

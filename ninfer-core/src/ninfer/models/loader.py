@@ -47,7 +47,9 @@ def load_weights(model, checkpoint, names, dtype: torch.dtype, device: torch.dev
             bar.update(len(canon))
             continue
         parts = [checkpoint.get(n) for n in found]
-        _check_parts(model.owner(path), found, parts)
+        owner = model.owner(path)
+        if hasattr(owner, "check_parts"):
+            owner.check_parts(found, [int(t.shape[0]) if t.dim() else 0 for t in parts])
         t = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
         t = t.to(device=device, dtype=dtype).contiguous()
         model.set_weight(path, t)
@@ -78,17 +80,6 @@ def _warn_unused(available: set[str], used: set[str], checkpoint) -> None:
         sys.stderr.write(f"ninfer: warning: {checkpoint.path} has {len(unused)} tensor(s) this model does not read "
                          f"({', '.join(unused[:4])}{more}); if they matter (biases, extra layers), the config "
                          "does not describe these weights.\n")
-
-
-def _check_parts(owner, names: list[str], parts: list[torch.Tensor]) -> None:
-    """Tensors fused on dim 0 (q|k|v, gate|up) into ``owner`` (a Linear's weight or bias) must each have the rows
-    the config gives them (Linear.parts): a checkpoint whose parts have the right total but another split would load
-    and compute garbage."""
-    want = getattr(owner, "parts", None) if len(parts) > 1 else None
-    got = tuple(int(t.shape[0]) if t.dim() else 0 for t in parts)
-    if want is not None and len(want) == len(parts) and got != tuple(want):
-        raise NinferError(f"{', '.join(names)} have {', '.join(map(str, got))} rows but the config implies "
-                          f"{', '.join(map(str, want))}; the config and weights disagree.")
 
 
 def _check_shapes(model) -> None:

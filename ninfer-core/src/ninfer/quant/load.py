@@ -49,6 +49,7 @@ def load_quantized(model, path: str, checkpoint, names: list[str], device: torch
     parts = [checkpoint_quant_weight(checkpoint, n, keep_gguf) for n in names]
     if any(p is None for p in parts):
         return None  # some part is stored dense: load the fused weight dense
+    owner.check_parts(names, [p.shape[0] for p in parts])
     fused = cat_rows(parts)
     if fused is None:
         return None
