@@ -154,3 +154,37 @@ def test_sampling_params_check_the_schema():
         SamplingParams(response_format="json_schema")
     with pytest.raises(NinferError, match="ignore_eos"):
         SamplingParams(json_schema=True, ignore_eos=True)
+
+
+@pytest.mark.parametrize("name", list(VALID))
+def test_the_incremental_parse_agrees_with_a_parse_from_scratch(name):
+    """JsonSchemaPrefix remembers the results of values closed in the kept text; every try, kept or refused
+    (refused tries must leave nothing behind), must get what a fresh parse of the whole text gets."""
+    from ninfer.engine.json_schema import _Parse
+
+    rng = random.Random(zlib.crc32(b"inc" + name.encode()))
+    schema = SCHEMAS[name]
+    pieces = list('{}[]",:0123456789-.e truefalsnul\\ab') + ['"name"', '"kind"', '"v"', ": ", ", "]
+    tries = kept = 0
+    for doc in VALID[name]:
+        for text in (json.dumps(doc), json.dumps(doc, indent=1)):
+            p = JsonSchemaPrefix(schema)
+            data = text.encode()
+            pos = 0
+            while pos < len(data):
+                for _ in range(rng.randint(0, 3)):  # tries that are mostly refused, interleaved with the document
+                    junk = rng.choice(pieces).encode()
+                    complete, more = _Parse(schema, p.text + junk).root()
+                    before = p.text
+                    assert p.feed(junk) == (complete or more), (text, before, junk)
+                    if p.text != before:
+                        assert (p.complete, p.more) == (complete, more)
+                        kept += 1
+                    tries += 1
+                step = rng.randint(1, 4)
+                complete, more = _Parse(schema, p.text + data[pos:pos + step]).root()
+                assert p.feed(data[pos:pos + step]) == (complete or more)
+                if complete or more:
+                    assert (p.complete, p.more) == (complete, more)
+                pos += step
+    assert tries > 50 and kept > 5
