@@ -35,7 +35,16 @@ CHOICE = {"anyOf": [{"type": "string", "maxLength": 3}, {"type": "array", "prefi
                                                            "items": False, "minItems": 2},
                     {"type": "object", "additionalProperties": {"type": "integer"}}]}
 OPEN = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}  # other keys: anything
-SCHEMAS = {"person": PERSON, "tree": TREE, "choice": CHOICE, "open": OPEN, "any": True}
+# oneOf: a value that two alternatives accept is not valid ({"a": 1, "b": "s"}; "x", both a short string and in the enum)
+ONE = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                 {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]},
+                 {"type": "string", "maxLength": 2}, {"enum": ["x", "yy", "zzz", 5]}]}
+# keywords beside enum / const / anyOf apply too: "type" leaves only the enum's strings; const and enum their common value
+BESIDE = {"type": "object", "additionalProperties": False, "properties": {
+    "e": {"type": "string", "enum": ["a", 1, "b", None]}, "c": {"const": 3, "enum": [1, 3]},
+    "s": {"type": "string", "anyOf": [{"minLength": 2}, True]}, "n": {"type": "integer", "oneOf": [{"enum": [1, 2]}, {
+        "enum": [2, 3]}]}}}
+SCHEMAS = {"person": PERSON, "tree": TREE, "choice": CHOICE, "open": OPEN, "any": True, "one": ONE, "beside": BESIDE}
 
 VALID = {
     "person": [{"name": "Ann", "age": 30, "role": "admin"},
@@ -46,6 +55,8 @@ VALID = {
     "choice": ["abc", "", [1, True], {"x": 1, "y": -3}, {}],
     "open": [{"a": 1, "b": [None, {"c": "d"}]}, {"z": False, "a": 12}],
     "any": [1, "s", [1, {"a": None}], {"k": [True, 2.5]}, None],
+    "one": [{"a": 1}, {"b": "s", "c": None}, "zzz", 5, "", "q"],
+    "beside": [{"e": "a", "c": 3, "s": "q", "n": 1}, {}, {"e": "b", "s": "", "n": 3}],
 }
 
 
@@ -69,7 +80,8 @@ def test_every_prefix_of_a_valid_document_fits_and_the_whole_is_complete(name):
 
 
 def _mutations(rng: random.Random, text: str, n: int) -> list[str]:
-    pieces = list('{}[]",:0123456789-.eE truefalsnul\\abc') + ['"name"', '"age"', '"kind"', '"cat"', '"v"', "null"]
+    pieces = list('{}[]",:0123456789-.eE truefalsnul\\abc') + ['"name"', '"age"', '"kind"', '"cat"', '"v"', "null",
+                                                                 '"a": 1', '"b": "x"', '"x"']
     out = []
     for _ in range(n):
         t = text
@@ -188,3 +200,46 @@ def test_the_incremental_parse_agrees_with_a_parse_from_scratch(name):
                     assert (p.complete, p.more) == (complete, more)
                 pos += step
     assert tries > 50 and kept > 5
+
+
+@pytest.mark.parametrize("schema,word", [
+    ({"type": "object", "properties": {"a": {}}, "anyOf": [{"properties": {"b": {}}}]}, "'properties'"),
+    ({"type": "string", "oneOf": [{"type": "integer"}]}, "'type'"),
+    ({"$ref": "#/$defs/x", "minLength": 2, "$defs": {"x": {"type": "string"}}}, "'minLength' beside its"),
+])
+def test_keywords_that_would_override_each_other_are_refused(schema, word):
+    """A keyword both beside an anyOf / oneOf and inside an alternative (or beside a $ref) used to be overridden
+    by one of the two silently."""
+    with pytest.raises(NinferError, match=word):
+        check_schema(schema)
+
+
+def test_pydantic_discriminated_unions_are_taken():
+    """pydantic's discriminated unions: oneOf of $refs with an OpenAPI "discriminator" annotation."""
+    schema = {"$defs": {"Cat": {"type": "object", "properties": {"pet": {"const": "cat"}, "lives": {"type": "integer"}},
+                                "required": ["pet", "lives"]},
+                        "Dog": {"type": "object", "properties": {"pet": {"const": "dog"}}, "required": ["pet"]}},
+              "oneOf": [{"$ref": "#/$defs/Cat"}, {"$ref": "#/$defs/Dog"}],
+              "discriminator": {"propertyName": "pet", "mapping": {"cat": "#/$defs/Cat", "dog": "#/$defs/Dog"}}}
+    check_schema(schema)
+    assert _fed(schema, b'{"pet": "cat", "lives": 9}') == (True, True)
+    assert _fed(schema, b'{"pet": "dog"}') == (True, True)
+    assert not _fed(schema, b'{"pet": "cat"}')[1]
+
+
+@pytest.mark.parametrize("name,texts", [
+    ("one", ['{"a": 1, "b": "s"}', '"x"', '"yy"', '"zzz"', '5', '6', '{"a": 1}', '{"b": "s"}', '""', '"abc"']),
+    ("beside", ['{"e": 1}', '{"e": null}', '{"e": "a"}', '{"c": 1}', '{"c": 3}', '{"s": "a"}', '{"n": 2}',
+                '{"n": 1}', '{"n": 3}', '{"n": 4}']),
+])
+def test_oneof_and_keywords_beside_enum_const_and_anyof_agree_with_the_reference(name, texts):
+    """The cases the mutations rarely reach: what two oneOf alternatives both accept, an enum value of another
+    type, const and enum together; each verdict (a whole document or not) is jsonschema's."""
+    schema = SCHEMAS[name]
+    verdicts = []
+    for text in texts:
+        ref = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+        ok, complete = _fed(schema, text.encode())
+        assert (ok and complete) == ref, text
+        verdicts.append(ref)
+    assert any(verdicts) and not all(verdicts)

@@ -11,8 +11,9 @@ members of the containers holding them), not the whole output.
 
 Enforced: ``type`` (one or a list), ``properties``, ``required``, ``additionalProperties`` (false, true or a
 schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` / ``maxLength``, ``enum``,
-``const``, ``anyOf`` / ``oneOf`` (as anyOf), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
-``description``, ``default``, ``examples``, ``format``, ...) are ignored. Keywords that restrict values but are
+``const`` (with the other keywords beside them), ``anyOf``, ``oneOf`` (a value that one alternative alone
+accepts; a prefix is kept while any alternative may still take it), ``$ref`` into ``$defs`` / ``definitions``.
+Annotations (``title``, ``description``, ``default``, ``examples``, ``format``, ...) are ignored. Keywords that restrict values but are
 not enforced here (``pattern``, numeric bounds, ``allOf``, ``not``, ...) are refused by :func:`check_schema`, so a
 schema is never silently half-applied.
 """
@@ -32,7 +33,8 @@ _ENFORCED = {"type", "properties", "required", "additionalProperties", "items", 
              "definitions"}
 _ANY: dict = {}  # the schema ``true``
 _IGNORED = {"title", "description", "default", "examples", "format", "$schema", "$id", "$comment", "strict",
-            "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "name"}
+            "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "name",
+            "discriminator"}
 
 
 def check_schema(schema, path: str = "$", root=None) -> None:
@@ -65,6 +67,12 @@ def check_schema(schema, path: str = "$", root=None) -> None:
                 raise NinferError(f"json_schema {where} must be a {'non-empty ' if key != 'prefixItems' else ''}list.")
             for i, sub in enumerate(value):
                 check_schema(sub, f"{where}[{i}]", root)
+                alt = _Parse(root, b"").resolve(sub) if key != "prefixItems" else None
+                clash = [k for k in alt if k in schema and k not in _IGNORED and k not in ("$defs", "definitions")
+                         and alt[k] != schema[k]] if isinstance(alt, dict) else []
+                if clash:
+                    raise NinferError(f"json_schema {where}[{i}] sets {clash[0]!r}, which {path} also sets to another "
+                                      f"value; ninfer cannot combine the two: state it inside each alternative instead.")
         elif key == "required":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise NinferError(f"json_schema {where} must be a list of property names.")
@@ -79,6 +87,10 @@ def check_schema(schema, path: str = "$", root=None) -> None:
                 raise NinferError(f"json_schema {where} must point inside the schema (\"#/$defs/...\"), "
                                   f"got {value!r}.")
             _Parse(root, b"").resolve(schema)
+            beside = [k for k in schema if k not in _IGNORED and k not in ("$ref", "$defs", "definitions")]
+            if beside:
+                raise NinferError(f"json_schema {path} has {beside[0]!r} beside its \"$ref\", which ninfer would not "
+                                  "apply; move it into the schema the $ref points at.")
 
 
 class JsonSchemaPrefix:
@@ -184,18 +196,30 @@ class _Parse:
             ends.update(result[0])
             partial = partial or result[1]
 
-        if "const" in sch or "enum" in sch:
-            for v in [sch["const"]] if "const" in sch else sch["enum"]:
-                add(self.literal(json.dumps(v, ensure_ascii=False).encode(), i))
-            return ends, partial
-        alts = sch.get("anyOf") or sch.get("oneOf")
-        if alts:
-            base = {k: v for k, v in sch.items() if k not in ("anyOf", "oneOf")}
-            for k, alt in enumerate(alts):
+        for word in ("anyOf", "oneOf"):  # each alternative with the keywords beside it (check_schema: no clashes)
+            if word not in sch:
+                continue
+            per = []
+            for k, alt in enumerate(sch[word]):
                 alt = self.resolve(alt)
-                if isinstance(alt, dict):
-                    alt = self.merged.get((id(sch), k)) or self.merged.setdefault((id(sch), k), {**base, **alt})
-                add(self.value(alt, i))
+                if alt is not False:
+                    key = (id(sch), word, k)
+                    if key not in self.merged:
+                        base = {kw: v for kw, v in sch.items() if kw != word}
+                        self.merged[key] = {**base, **alt} if isinstance(alt, dict) else base
+                    alt = self.merged[key]
+                per.append(self.value(alt, i))
+            partial = any(p for _, p in per)
+            if word == "anyOf":
+                return set().union(*(e for e, _ in per)), partial
+            counts: dict[int, int] = {}  # oneOf: where exactly one alternative's value ends
+            for e, _ in per:
+                for end in e:
+                    counts[end] = counts.get(end, 0) + 1
+            return {end for end, c in counts.items() if c == 1}, partial
+        if "const" in sch or "enum" in sch:
+            for lit in self.literals(sch):
+                add(self.literal(lit, i))
             return ends, partial
         kinds = sch.get("type")
         if kinds is None:
@@ -210,6 +234,21 @@ class _Parse:
         for kind in kinds if isinstance(kinds, list) else [kinds]:
             add(getattr(self, "v_" + kind)(sch, i))
         return ends, partial
+
+    def literals(self, sch) -> list[bytes]:
+        """The JSON texts of ``const`` / ``enum`` that also satisfy the schema's other keywords (a ``type`` beside
+        an ``enum`` restricts it; ``const`` and ``enum`` together leave the values in both)."""
+        key = (id(sch), "literals")
+        if key not in self.merged:
+            rest = {k: v for k, v in sch.items() if k not in ("const", "enum")}
+            values = [sch["const"]] if "const" in sch else sch["enum"]
+            if "const" in sch and "enum" in sch:
+                rest["enum"] = sch["enum"]
+            texts = [json.dumps(v, ensure_ascii=False).encode() for v in values]
+            constrained = any(k not in _IGNORED and k not in ("$defs", "definitions") for k in rest)
+            self.merged[key] = [t for t in texts
+                                if not constrained or len(t) in _Parse(self.root_schema, t).value(rest, 0)[0]]
+        return self.merged[key]
 
     def literal(self, lit: bytes, i: int) -> tuple[set[int], bool]:
         rest = self.s[i:i + len(lit)]
