@@ -1,0 +1,9 @@
+# Session 22, call 3: the warp-specialised one-token int4 GEMV (bench/kernels/qmv_ws.cu) against main's qmv1 on the
+# 27B shapes: correctness (float32 reference, qmv1) and time beside the copy bandwidth. Kernels: .kc_s21 (main's)
+# and .kc_ws (bench/qmv_ws.py --precompile sm_90 with the builds below, NVRTC 13.0 here).
+source bench/device_env.sh
+mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s21/* .kc_ws/*.cubin $NINFER_KERNEL_CACHE/
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+timeout 300 python bench/qmv_ws.py --builds=",-DWS_NS=6,-DWS_NS=8 -DWS_MINB=2,-DWS_NCW=16 -DWS_MINB=2 -DWS_NS=6" \
+  > $OUT/qmv_ws.txt 2>&1; echo rc $?
+cat $OUT/qmv_ws.txt | tail -30
