@@ -64,11 +64,31 @@ def launch_ws(kern, w, x, y, wsum, wcount, defs: str, per_sm: dict):
             kern.set_max_dynamic_smem(smem)
         per_sm[key] = int(_ok(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(kern.fn, threads, smem),
                               "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
-    total = -(-n // TILE_ROWS) * (k // 64 // sc)
-    grid = min(total, max(1, per_sm[key]) * torch.cuda.get_device_properties(x.device).multi_processor_count)
+    tiles, spt = -(-n // TILE_ROWS), k // 64 // sc
+    grid = max(1, per_sm[key]) * torch.cuda.get_device_properties(x.device).multi_processor_count
+    # stages a unit: a whole tile where the tiles make 4 rounds of the grid, else the largest divisor that does
+    ups = next((u for u in range(spt, 0, -1) if spt % u == 0 and tiles * (spt // u) >= 4 * grid), 1)
+    grid = min(grid, tiles * spt if define(defs, "WS_CONTIG", 0) else tiles * spt // ups)
     sp, _ = gpu.tile_params(w)
-    kern((grid,), (threads,), w.qweight, sp, x, y, wsum, wcount, n, k, w.group_size, smem=smem)
-    return grid, per_sm[key]
+    kern((grid,), (threads,), w.qweight, sp, x, y, wsum, wcount, n, k, w.group_size, ups, smem=smem)
+    return grid, per_sm[key], ups
+
+
+_mods: dict = {}
+
+
+def module(dev, defs: str):
+    """The bench build's module, launched with programmatic dependent launch as main's kernels are (the producer
+    waits before it copies the token; the weights' first stages are asked for ahead)."""
+    from ninfer.kernels.launch import Module
+    from ninfer.quant import gpu
+
+    if defs not in _mods:
+        major, minor = torch.cuda.get_device_capability(dev)
+        arch = f"sm_{major}{minor}"
+        _mods[defs] = Module(gpu.compile_for(arch, extra=extra(defs), source=source()), dev.index or 0,
+                             label="qmv-ws", pdl_arch=arch)
+    return _mods[defs]
 
 
 def timed(fn, copies: int, iters: int) -> float:
@@ -119,7 +139,7 @@ def main():
           f"{bw / 1e12:.2f} TB/s", flush=True)
     torch.manual_seed(0)
     per_sm: dict = {}
-    print("| shape | build | grid (blocks / SM) | rel err vs fp32 ref | vs qmv1 | us | of copy bw | qmv1 us | qmv1 of copy bw |")
+    print("| shape | build | grid (blocks / SM), stages a unit | rel err vs fp32 ref | vs qmv1 | us | of copy bw | qmv1 us | qmv1 of copy bw |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|")
     for n, k, label in SHAPES:
         copies = max(2, -(-300 * 2**20 // (n * k // 2)))  # more bytes than L2 holds, cycled
@@ -138,10 +158,9 @@ def main():
             if k % (64 * define(d, "WS_SC", 16)):
                 print(f"| {label} {n}x{k} | `{d}` | K is no multiple of a stage's 64 x WS_SC k: not run |")
                 continue
-            mod = gpu._module(dev, extra(d), source())
-            kern = mod["qmvws_bf16_sf16_b4_sym"]
+            kern = module(dev, d)["qmvws_bf16_sf16_b4_sym"]
             y = torch.zeros(1, n, dtype=torch.bfloat16, device=dev)
-            grid, bps = launch_ws(kern, ws_[0], x, y, wsum, wcount, d, per_sm)
+            grid, bps, ups = launch_ws(kern, ws_[0], x, y, wsum, wcount, d, per_sm)
             torch.cuda.synchronize()
             yf = y.float().flatten()
             err_ref = ((yf - ref).norm() / ref.norm()).item()
@@ -149,7 +168,7 @@ def main():
             clean = bool((wsum == 0).all().item() and (wcount == 0).all().item())
             t_ws = timed(lambda i, a=(kern, ws_, x, y_buf, wsum, wcount, d): launch_ws(a[0], a[1][i], *a[2:], per_sm),
                          copies, args.iters)
-            print(f"| {label} {n}x{k} | `{d or 'default'}` | {grid} ({bps}) | {err_ref:.2e} | {err_main:.2e}"
+            print(f"| {label} {n}x{k} | `{d or 'default'}` | {grid} ({bps}), {ups} | {err_ref:.2e} | {err_main:.2e}"
                   f"{'' if clean else ' (workspace left dirty!)'} | {t_ws:.1f} | {nbytes / (t_ws * 1e-6) / bw:.3f} | "
                   f"{t_main:.1f} | {nbytes / (t_main * 1e-6) / bw:.3f} |", flush=True)
         del ws_

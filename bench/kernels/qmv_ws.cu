@@ -5,9 +5,11 @@
 // memory and multiply them as qmv1 does (the same dequantisation, the same MMAs, the activations from a copy of the
 // token in shared memory). No consumer register holds a load in flight, and the loads are large and contiguous.
 //
-// The weight's stages are cut evenly among the blocks (stream-K): a block whose range covers a whole tile (16 rows)
-// writes its rows; a tile shared by blocks is summed in a float32 workspace (atomics), and the block that brings
-// the tile's stage count to complete writes the rows and clears the workspace and count for the next launch.
+// Work: units of ups consecutive stages (ups divides a tile's stages) dealt to the blocks round robin, so that the
+// blocks at any moment read neighbouring units (-DWS_CONTIG=1: each block one contiguous run of the weight instead,
+// cut evenly, stream-K). A block that covers a whole tile (16 rows) writes its rows; a tile shared by blocks is
+// summed in a float32 workspace (atomics), and the block that brings the tile's stage count to complete writes the
+// rows and clears the workspace and count for the next launch.
 // Int4, symmetric, groups a multiple of 64 and dividing WS_SC x 64, K a multiple of WS_SC x 64; sm_90+.
 #ifndef WS_NCW
 #define WS_NCW 8  // consumer warps a block
@@ -20,6 +22,9 @@
 #endif
 #ifndef WS_MINB
 #define WS_MINB 3  // blocks an SM (launch bounds)
+#endif
+#ifndef WS_CONTIG  // 1: each block takes one contiguous run of stages; 0: units of ups stages dealt round robin
+#define WS_CONTIG 0
 #endif
 #define WS_SSLOT 1024  // bytes a stage's scales may take (groups of 32 bytes, at least 64 k a group)
 
@@ -67,7 +72,7 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;
 template <typename T, typename ST>
 __device__ __forceinline__ void qmv_ws(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                        const T *__restrict__ x, T *__restrict__ y, float *__restrict__ wsum,
-                                       int *__restrict__ wcount, int N, int K, int G) {
+                                       int *__restrict__ wcount, int N, int K, int G, int ups) {
     constexpr int NCW = WS_NCW, NS = WS_NS, SC = WS_SC, CHUNK = 64;
     constexpr unsigned WBYTES = SC * 512;
     extern __shared__ __align__(128) unsigned char ws_smem[];
@@ -77,7 +82,12 @@ __device__ __forceinline__ void qmv_ws(const uint4 *__restrict__ Wp, const unsig
     const int spt = K / CHUNK / SC, ng = K / G, gps = SC * CHUNK / G;  // stages a tile, groups a row, groups a stage
     const long long total = (long long)((N + 15) / 16) * spt;
     const long long s0 = (long long)blockIdx.x * total / gridDim.x;
-    const int nst = (int)((long long)(blockIdx.x + 1) * total / gridDim.x - s0);
+    const long long units = total / ups;
+    const int nst = WS_CONTIG ? (int)((long long)(blockIdx.x + 1) * total / gridDim.x - s0)
+                              : (blockIdx.x < units ? (int)((units - 1 - blockIdx.x) / gridDim.x + 1) * ups : 0);
+    auto stage = [&](int s) -> long long {  // the block's s-th stage in the weight
+        return WS_CONTIG ? s0 + s : ((long long)blockIdx.x + (long long)(s / ups) * gridDim.x) * ups + s % ups;
+    };
     const unsigned ring_w = ws::smem_addr(ws_smem), ring_s = ring_w + NS * WBYTES, xs = ring_s + NS * WS_SSLOT;
     const unsigned full0 = ws::smem_addr(bars), empty0 = full0 + NS * 8, xbar = full0 + 2 * NS * 8;
     if (threadIdx.x == 0) {
@@ -95,7 +105,7 @@ __device__ __forceinline__ void qmv_ws(const uint4 *__restrict__ Wp, const unsig
             for (int s = 0; s < nst; s++) {
                 const int slot = s % NS;
                 if (s >= NS) ws::mbar_wait(empty0 + 8 * slot, ((s / NS) - 1) & 1);
-                const long long gs = s0 + s, tile = gs / spt;
+                const long long gs = stage(s), tile = gs / spt;
                 const int st = (int)(gs - tile * spt);
                 ws::mbar_expect(full0 + 8 * slot, WBYTES + sbytes);
                 ws::bulk(ring_w + slot * WBYTES, Wp + gs * (SC * 32), WBYTES, full0 + 8 * slot);
@@ -150,7 +160,7 @@ __device__ __forceinline__ void qmv_ws(const uint4 *__restrict__ Wp, const unsig
     ws::mbar_wait(xbar, 0);
     for (int s = 0; s < nst; s++) {
         const int slot = s % NS;
-        const long long gs = s0 + s, tile = gs / spt;
+        const long long gs = stage(s), tile = gs / spt;
         const int st = (int)(gs - tile * spt);
         if (tile != cur) {
             if (cur >= 0) flush();
@@ -193,8 +203,9 @@ __device__ __forceinline__ void qmv_ws(const uint4 *__restrict__ Wp, const unsig
 
 #define QMV_WS_KERNEL(S, T, SS, ST)                                                                            \
     extern "C" __global__ void __launch_bounds__((WS_NCW + 1) * 32, WS_MINB) qmvws_##S##_s##SS##_b4_sym(          \
-        const uint4 *Wp, const unsigned *Sp, const T *x, T *y, float *wsum, int *wcount, int N, int K, int G) {  \
-        ninfer::qmv_ws<T, ST>(Wp, Sp, x, y, wsum, wcount, N, K, G);                                           \
+        const uint4 *Wp, const unsigned *Sp, const T *x, T *y, float *wsum, int *wcount, int N, int K, int G,    \
+        int ups) {                                                                                            \
+        ninfer::qmv_ws<T, ST>(Wp, Sp, x, y, wsum, wcount, N, K, G, ups);                                      \
     }
 QMV_WS_KERNEL(bf16, __nv_bfloat16, f16, __half)
 QMV_WS_KERNEL(f16, __half, f16, __half)
