@@ -26,6 +26,9 @@
 #ifndef WS_CONTIG  // 1: each block takes one contiguous run of stages; 0: units of ups stages dealt round robin
 #define WS_CONTIG 0
 #endif
+#ifndef WS_DIAG  // 1 (a measurement, results wrong): the consumers only read each chunk's codes from shared memory
+#define WS_DIAG 0  // (no dequantisation, no products): the copy engine's streaming rate alone
+#endif
 #define WS_SSLOT 1024  // bytes a stage's scales may take (groups of 32 bytes, at least 64 k a group)
 
 namespace ninfer {
@@ -176,6 +179,10 @@ __device__ __forceinline__ void qmv_ws(const uint4 *__restrict__ Wp, const unsig
             const uint4 wv = qm_lds16(ring_w + slot * WBYTES + (cl * 32 + lane) * 16);
             const unsigned sw = qm_lds4(ring_s + slot * WS_SSLOT + ((cl * CHUNK / G) * 8 + g) * 4);
             const uint4 xv0 = qm_lds16(xs + (c * CHUNK + 8 * t) * 2), xv1 = qm_lds16(xs + (c * CHUNK + 8 * t + 32) * 2);
+            if (WS_DIAG) {
+                acc0 += __uint_as_float(((wv.x ^ wv.y ^ wv.z ^ wv.w ^ sw) & 0x007FFFFFu) | 0x3F800000u);
+                continue;
+            }
             const unsigned words[4] = {wv.x, wv.y, wv.z, wv.w};
             float tmp[4] = {0.f, 0.f, 0.f, 0.f};
             QmDeq<T, 4> dq;
