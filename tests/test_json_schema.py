@@ -9,7 +9,7 @@ import zlib
 import jsonschema
 import pytest
 
-from ninfer.engine.json_schema import JsonSchemaPrefix, check_schema
+from ninfer.engine.json_schema import JsonSchemaPrefix, _Parse, check_schema
 from ninfer.errors import NinferError
 
 PERSON = {
@@ -128,7 +128,7 @@ def test_a_number_may_go_on_and_a_closed_object_may_not():
 
 
 @pytest.mark.parametrize("schema,word", [({"type": "string", "pattern": "^a"}, "pattern"),
-                                         ({"type": "integer", "minimum": 3}, "minimum"),
+                                         ({"type": "integer", "multipleOf": 3}, "multipleOf"),
                                          ({"allOf": [{"type": "object"}]}, "allOf"),
                                          ({"type": "objekt"}, "type"),
                                          ({"$ref": "#/$defs/missing"}, "points at nothing"),
@@ -172,8 +172,6 @@ def test_sampling_params_check_the_schema():
 def test_the_incremental_parse_agrees_with_a_parse_from_scratch(name):
     """JsonSchemaPrefix remembers the results of values closed in the kept text; every try, kept or refused
     (refused tries must leave nothing behind), must get what a fresh parse of the whole text gets."""
-    from ninfer.engine.json_schema import _Parse
-
     rng = random.Random(zlib.crc32(b"inc" + name.encode()))
     schema = SCHEMAS[name]
     pieces = list('{}[]",:0123456789-.e truefalsnul\\ab') + ['"name"', '"kind"', '"v"', ": ", ", "]
@@ -243,3 +241,47 @@ def test_oneof_and_keywords_beside_enum_const_and_anyof_agree_with_the_reference
         assert (ok and complete) == ref, text
         verdicts.append(ref)
     assert any(verdicts) and not all(verdicts)
+
+
+BOUNDED = [{"type": "integer", "minimum": 3, "maximum": 120}, {"type": "integer", "exclusiveMaximum": 0},
+           {"type": "integer", "minimum": -7.5, "exclusiveMaximum": 1000},
+           {"type": "number", "exclusiveMinimum": -1.5, "maximum": 2},
+           {"type": "number", "minimum": 0.25, "exclusiveMaximum": 0.5}, {"type": "number", "maximum": -100},
+           {"type": ["number", "null"], "exclusiveMinimum": 99.99}]
+
+
+@pytest.mark.parametrize("schema", BOUNDED, ids=[json.dumps(s) for s in BOUNDED])
+def test_bounded_numbers_never_dead_end_and_agree_with_the_reference(schema):
+    """minimum / maximum / exclusive*: random walks over the characters the parse lets through never reach a text
+    that can neither end nor go on, and every text it calls whole is one jsonschema validates; numbers the
+    reference takes, written without an exponent, are taken at every prefix."""
+    rng = random.Random(zlib.crc32(json.dumps(schema).encode()))
+    alphabet = [bytes([c]) for c in b"-.0123456789e"] + [b"null"]
+    whole = 0
+    for _ in range(300):
+        p = JsonSchemaPrefix(schema)
+        for _ in range(24):
+            fits = [c for c in alphabet if _Parse(schema, p.text + c).root() != (False, False)]
+            assert fits or p.complete, p.text  # no dead end
+            if p.complete and (not fits or rng.random() < 0.25):
+                break
+            assert p.feed(rng.choice(fits))
+        if p.complete:
+            assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(p.text)), p.text
+            whole += 1
+    assert whole > 100
+    for _ in range(300):
+        v = rng.choice([rng.randint(-200, 200), round(rng.uniform(-3, 3), rng.randint(0, 4)), rng.uniform(99, 101)])
+        text = json.dumps(v)
+        if "e" in text or ("." in text and schema["type"] == "integer"):  # (ninfer writes integers as integers)
+            continue
+        if not jsonschema.Draft202012Validator(schema).is_valid(v):
+            continue
+        assert _fed(schema, text.encode()) == (True, True), text
+
+
+def test_bounds_that_leave_no_number_are_refused():
+    with pytest.raises(NinferError, match="no number is within its bounds"):
+        check_schema({"type": "integer", "minimum": 1.2, "maximum": 1.8})
+    with pytest.raises(NinferError, match="must be a number"):
+        check_schema({"type": "number", "minimum": "3"})

@@ -11,7 +11,9 @@ members of the containers holding them), not the whole output.
 
 Enforced: ``type`` (one or a list), ``properties``, ``required``, ``additionalProperties`` (false, true or a
 schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` / ``maxLength``, ``enum``,
-``const`` (with the other keywords beside them), ``anyOf``, ``oneOf`` (a value that one alternative alone
+``const`` (with the other keywords beside them), ``minimum`` / ``maximum`` / ``exclusiveMinimum`` /
+``exclusiveMaximum`` (a bounded number is written without an exponent, and a digit is taken only while some number
+it leads to is in bounds), ``anyOf``, ``oneOf`` (a value that one alternative alone
 accepts; a prefix is kept while any alternative may still take it), ``$ref`` into ``$defs`` / ``definitions``.
 Annotations (``title``, ``description``, ``default``, ``examples``, ``format``, ...) are ignored. Keywords that restrict values but are
 not enforced here (``pattern``, numeric bounds, ``allOf``, ``not``, ...) are refused by :func:`check_schema`, so a
@@ -21,6 +23,8 @@ schema is never silently half-applied.
 from __future__ import annotations
 
 import json
+import math
+from fractions import Fraction
 
 from ..errors import NinferError
 from .json_mode import _HEX, _WS, MAX_WHITESPACE
@@ -30,7 +34,8 @@ MAX_DIGITS, MAX_EXP = 16, 3  # digits of a number's integer and fraction parts, 
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 _ENFORCED = {"type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
              "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "$defs",
-             "definitions"}
+             "definitions", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _ANY: dict = {}  # the schema ``true``
 _IGNORED = {"title", "description", "default", "examples", "format", "$schema", "$id", "$comment", "strict",
             "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "name",
@@ -79,6 +84,13 @@ def check_schema(schema, path: str = "$", root=None) -> None:
         elif key in ("minItems", "maxItems", "minLength", "maxLength"):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise NinferError(f"json_schema {where} must be a whole number >= 0, got {value!r}.")
+        elif key in _BOUNDS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise NinferError(f"json_schema {where} must be a number, got {value!r}.")
+            kinds = schema.get("type", "number")
+            b = _bounds(schema, integer=kinds == "integer" or kinds == ["integer"])
+            if b[0] is not None and b[1] is not None and not (b[0] < b[1] or b[0] == b[1] and b[2] and b[3]):
+                raise NinferError(f"json_schema {path}: no number is within its bounds; loosen them.")
         elif key == "enum":
             if not isinstance(value, list) or not value:
                 raise NinferError(f"json_schema {where} must be a non-empty list.")
@@ -265,12 +277,24 @@ class _Parse:
         return e1 | e2, p1 or p2
 
     def v_integer(self, sch, i):
-        return self.number(i, integer=True)
+        return self.bounded(sch, i, integer=True)
 
     def v_number(self, sch, i):
-        return self.number(i, integer=False)
+        return self.bounded(sch, i, integer=False)
 
-    def number(self, i: int, integer: bool) -> tuple[set[int], bool]:
+    def bounded(self, sch, i: int, integer: bool) -> tuple[set[int], bool]:
+        """A number within the schema's bounds: its ends where the value is in bounds, and partial only while some
+        longer number is (an exact test on the intervals the digits so far can still reach, :func:`_reachable`)."""
+        bounds = _bounds(sch, integer)
+        ends, partial = self.number(i, integer, exponent=bounds is None)
+        if bounds is None:
+            return ends, partial
+        ends = {e for e in ends if _inside(Fraction(self.s[i:e].decode()), bounds)}
+        if partial:
+            partial = any(_meets(r, bounds) for r in _reachable(self.s[i:self.n].decode(), integer))
+        return ends, partial
+
+    def number(self, i: int, integer: bool, exponent: bool = True) -> tuple[set[int], bool]:
         """-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, at most MAX_DIGITS digits a part (MAX_EXP in the
         exponent; llama.cpp's JSON grammar caps them too): a sampled number cannot run on to max_tokens."""
         s, n, j = self.s, self.n, i
@@ -292,7 +316,7 @@ class _Parse:
             return set(), False
         if j == n:
             return {j}, can_grow
-        for mark, signs, cap in ((b".", b"", MAX_DIGITS), (b"eE", b"+-", MAX_EXP)):
+        for mark, signs, cap in ((b".", b"", MAX_DIGITS), (b"eE" if exponent else b"", b"+-", MAX_EXP)):
             if integer or s[j] not in mark:
                 continue
             j += 1
@@ -448,3 +472,84 @@ class _Parse:
                 partial = partial or vp or self.n in vends
                 todo.extend((ve, count + 1, False) for ve in vends)
         return ends, partial
+
+
+# An interval of numbers: (low, high, low included, high included); None for no bound.
+def _bounds(sch, integer: bool):
+    """The schema's bounds as one interval, or None when it has none. For integers the ends move to the nearest
+    integers inside, so that the interval's ends are reachable values."""
+    if not any(k in sch for k in _BOUNDS):
+        return None
+    lo, lo_in, hi, hi_in = None, True, None, True
+    for key, inclusive in (("minimum", True), ("exclusiveMinimum", False)):
+        if key in sch:
+            v = Fraction(str(sch[key]))
+            if lo is None or v > lo or (v == lo and not inclusive):
+                lo, lo_in = v, inclusive
+    for key, inclusive in (("maximum", True), ("exclusiveMaximum", False)):
+        if key in sch:
+            v = Fraction(str(sch[key]))
+            if hi is None or v < hi or (v == hi and not inclusive):
+                hi, hi_in = v, inclusive
+    if integer:
+        if lo is not None:
+            lo, lo_in = (Fraction(math.floor(lo) + 1) if lo.denominator == 1 and not lo_in else
+                         Fraction(math.ceil(lo))), True
+        if hi is not None:
+            hi, hi_in = (Fraction(math.ceil(hi) - 1) if hi.denominator == 1 and not hi_in else
+                         Fraction(math.floor(hi))), True
+    return lo, hi, lo_in, hi_in
+
+
+def _inside(v: Fraction, b) -> bool:
+    lo, hi, lo_in, hi_in = b
+    return ((lo is None or v > lo or (lo_in and v == lo))
+            and (hi is None or v < hi or (hi_in and v == hi)))
+
+
+def _meets(r, b) -> bool:
+    """Whether the intervals r and b share a number."""
+    (a1, b1, a1_in, b1_in), (a2, b2, a2_in, b2_in) = r, b
+    if a1 is None or (a2 is not None and a2 > a1):
+        lo, lo_in = a2, a2_in
+    elif a2 is None or a1 > a2:
+        lo, lo_in = a1, a1_in
+    else:
+        lo, lo_in = a1, a1_in and a2_in
+    if b1 is None or (b2 is not None and b2 < b1):
+        hi, hi_in = b2, b2_in
+    elif b2 is None or b1 < b2:
+        hi, hi_in = b1, b1_in
+    else:
+        hi, hi_in = b1, b1_in and b2_in
+    return lo is None or hi is None or lo < hi or (lo == hi and lo_in and hi_in)
+
+
+def _reachable(prefix: str, integer: bool) -> list[tuple]:
+    """The values of the numbers (no exponent, MAX_DIGITS digits a part) that strictly extend ``prefix``, a prefix of
+    one, as a few intervals (low, high, low included, high included). For integers the intervals hold integers only,
+    so that _meets against integer bounds (_bounds) is exact."""
+    neg = prefix.startswith("-")
+    body = prefix[1:] if neg else prefix
+    out: list[tuple] = []
+    if body == "":  # any magnitude
+        out.append((Fraction(0), None, True, True))
+    elif "." in body:
+        whole, frac = body.split(".")
+        if len(frac) < MAX_DIGITS:
+            low = Fraction(whole + "." + frac) if frac else Fraction(whole)
+            width = Fraction(1, 10 ** len(frac))
+            out.append((low, low + width, True, False) if frac else (low, low + 1, True, False))
+    else:
+        v = int(body)
+        if not integer:
+            out.append((Fraction(v), Fraction(v + 1), True, False))  # a fraction
+        if body != "0":
+            for extra in range(1, MAX_DIGITS - len(body) + 1):  # more digits
+                scale = 10 ** extra
+                out.append((Fraction(v * scale), Fraction((v + 1) * scale - 1), True, True) if integer else
+                           (Fraction(v * scale), Fraction((v + 1) * scale), True, False))
+    if not neg:
+        return out
+    return [(None if hi is None else -hi, -lo, hi_in if hi is not None else True, lo_in) for lo, hi, lo_in, hi_in in out]
+
