@@ -13,11 +13,11 @@ Enforced: ``type`` (one or a list), ``properties``, ``required``, ``additionalPr
 schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` / ``maxLength``, ``enum``,
 ``const`` (with the other keywords beside them), ``minimum`` / ``maximum`` / ``exclusiveMinimum`` /
 ``exclusiveMaximum`` (a bounded number is written without an exponent, and a digit is taken only while some number
-it leads to is in bounds), ``anyOf``, ``oneOf`` (a value that one alternative alone
-accepts; a prefix is kept while any alternative may still take it), ``$ref`` into ``$defs`` / ``definitions``.
-Annotations (``title``, ``description``, ``default``, ``examples``, ``format``, ...) are ignored. Keywords that restrict values but are
-not enforced here (``pattern``, numeric bounds, ``allOf``, ``not``, ...) are refused by :func:`check_schema`, so a
-schema is never silently half-applied.
+it leads to is in bounds), ``anyOf``, ``oneOf`` (a value that one alternative alone accepts; a prefix is kept while
+any alternative may still take it), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
+``description``, ``default``, ``examples``, ``format``, ``discriminator``, ...) are ignored. Keywords that restrict
+values but are not enforced here (``pattern``, ``multipleOf``, ``allOf``, ``not``, ...) are refused by
+:func:`check_schema`, so a schema is never silently half-applied.
 """
 
 from __future__ import annotations
