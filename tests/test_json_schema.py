@@ -44,7 +44,13 @@ BESIDE = {"type": "object", "additionalProperties": False, "properties": {
     "e": {"type": "string", "enum": ["a", 1, "b", None]}, "c": {"const": 3, "enum": [1, 3]},
     "s": {"type": "string", "anyOf": [{"minLength": 2}, True]}, "n": {"type": "integer", "oneOf": [{"enum": [1, 2]}, {
         "enum": [2, 3]}]}}}
-SCHEMAS = {"person": PERSON, "tree": TREE, "choice": CHOICE, "open": OPEN, "any": True, "one": ONE, "beside": BESIDE}
+# allOf and keywords beside a $ref are merged into one schema
+MERGED = {"$defs": {"name": {"type": "string", "maxLength": 4}, "obj": {"type": "object", "required": ["a"]}},
+          "allOf": [{"$ref": "#/$defs/obj"}, {"properties": {"a": {"$ref": "#/$defs/name", "minLength": 2},
+                                                                "b": {"allOf": [{"type": "integer"}, {"maximum": 5}]}},
+                                               "additionalProperties": False}]}
+SCHEMAS = {"person": PERSON, "tree": TREE, "choice": CHOICE, "open": OPEN, "any": True, "one": ONE, "beside": BESIDE,
+           "merged": MERGED}
 
 VALID = {
     "person": [{"name": "Ann", "age": 30, "role": "admin"},
@@ -57,6 +63,7 @@ VALID = {
     "any": [1, "s", [1, {"a": None}], {"k": [True, 2.5]}, None],
     "one": [{"a": 1}, {"b": "s", "c": None}, "zzz", 5, "", "q"],
     "beside": [{"e": "a", "c": 3, "s": "q", "n": 1}, {}, {"e": "b", "s": "", "n": 3}],
+    "merged": [{"a": "xy"}, {"a": "wxyz", "b": -3}, {"b": 5, "a": "abc"}],
 }
 
 
@@ -129,7 +136,7 @@ def test_a_number_may_go_on_and_a_closed_object_may_not():
 
 @pytest.mark.parametrize("schema,word", [({"type": "string", "pattern": "^a"}, "pattern"),
                                          ({"type": "integer", "multipleOf": 3}, "multipleOf"),
-                                         ({"allOf": [{"type": "object"}]}, "allOf"),
+                                         ({"if": {"type": "object"}}, "'if'"),
                                          ({"type": "objekt"}, "type"),
                                          ({"$ref": "#/$defs/missing"}, "points at nothing"),
                                          ({"properties": {"a": {"not": {}}}}, "not")])
@@ -203,7 +210,14 @@ def test_the_incremental_parse_agrees_with_a_parse_from_scratch(name):
 @pytest.mark.parametrize("schema,word", [
     ({"type": "object", "properties": {"a": {}}, "anyOf": [{"properties": {"b": {}}}]}, "'properties'"),
     ({"type": "string", "oneOf": [{"type": "integer"}]}, "'type'"),
-    ({"$ref": "#/$defs/x", "minLength": 2, "$defs": {"x": {"type": "string"}}}, "'minLength' beside its"),
+    ({"$ref": "#/$defs/x", "minLength": 2, "$defs": {"x": {"type": "string", "minLength": 1}}},
+     "'minLength' beside its"),
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "'type'"),
+    # additionalProperties counts only the properties beside it: merged with properties from another part, it would
+    # let them through
+    ({"additionalProperties": False, "allOf": [{"properties": {"a": {}}}]}, "'additionalProperties'"),
+    ({"additionalProperties": False, "anyOf": [{"properties": {"a": {}}}, {"type": "object"}]}, "'additionalProperties'"),
+    ({"prefixItems": [{"type": "string"}], "allOf": [{"items": False}]}, "'items'"),
 ])
 def test_keywords_that_would_override_each_other_are_refused(schema, word):
     """A keyword both beside an anyOf / oneOf and inside an alternative (or beside a $ref) used to be overridden
@@ -227,6 +241,8 @@ def test_pydantic_discriminated_unions_are_taken():
 
 @pytest.mark.parametrize("name,texts", [
     ("one", ['{"a": 1, "b": "s"}', '"x"', '"yy"', '"zzz"', '5', '6', '{"a": 1}', '{"b": "s"}', '""', '"abc"']),
+    ("merged", ['{"a": "x"}', '{"a": "xyzab"}', '{"a": "xy"}', '{"b": 1}', '{"a": "ab", "b": 6}', '{"a": "ab", "b": 5}',
+                '{"a": "ab", "c": 1}', '[1]']),
     ("beside", ['{"e": 1}', '{"e": null}', '{"e": "a"}', '{"c": 1}', '{"c": 3}', '{"s": "a"}', '{"n": 2}',
                 '{"n": 1}', '{"n": 3}', '{"n": 4}']),
 ])

@@ -14,9 +14,10 @@ schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` 
 ``const`` (with the other keywords beside them), ``minimum`` / ``maximum`` / ``exclusiveMinimum`` /
 ``exclusiveMaximum`` (a bounded number is written without an exponent, and a digit is taken only while some number
 it leads to is in bounds), ``anyOf``, ``oneOf`` (a value that one alternative alone accepts; a prefix is kept while
-any alternative may still take it), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
+any alternative may still take it), ``allOf`` and keywords beside a ``$ref`` (merged, where they do not set the
+same keyword to different values), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
 ``description``, ``default``, ``examples``, ``format``, ``discriminator``, ...) are ignored. Keywords that restrict
-values but are not enforced here (``pattern``, ``multipleOf``, ``allOf``, ``not``, ...) are refused by
+values but are not enforced here (``pattern``, ``multipleOf``, ``not``, ``if``, ...) are refused by
 :func:`check_schema`, so a schema is never silently half-applied.
 """
 
@@ -33,10 +34,11 @@ _ESC = frozenset(b'"\\/bfnrt')
 MAX_DIGITS, MAX_EXP = 16, 3  # digits of a number's integer and fraction parts, and of its exponent
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 _ENFORCED = {"type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
-             "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "$ref", "$defs",
+             "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs",
              "definitions", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _ANY: dict = {}  # the schema ``true``
+_COUPLED = ({"properties", "additionalProperties"}, {"prefixItems", "items"})
 _IGNORED = {"title", "description", "default", "examples", "format", "$schema", "$id", "$comment", "strict",
             "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "name",
             "discriminator"}
@@ -67,17 +69,21 @@ def check_schema(schema, path: str = "$", root=None) -> None:
                 check_schema(sub, f"{where}.{name}", root)
         elif key in ("items", "additionalProperties"):
             check_schema(value, where, root)
-        elif key in ("anyOf", "oneOf", "prefixItems"):
+        elif key in ("anyOf", "oneOf", "allOf", "prefixItems"):
             if not isinstance(value, list) or (key != "prefixItems" and not value):
                 raise NinferError(f"json_schema {where} must be a {'non-empty ' if key != 'prefixItems' else ''}list.")
+            seen = {k: v for k, v in schema.items() if k != key}  # allOf: the keywords set so far, beside and before
             for i, sub in enumerate(value):
                 check_schema(sub, f"{where}[{i}]", root)
-                alt = _Parse(root, b"").resolve(sub) if key != "prefixItems" else None
-                clash = [k for k in alt if k in schema and k not in _IGNORED and k not in ("$defs", "definitions")
-                         and alt[k] != schema[k]] if isinstance(alt, dict) else []
+                if key == "prefixItems":
+                    continue
+                part = _Parse(root, b"").resolve(sub)
+                clash = _clash(seen if key == "allOf" else schema, part)
                 if clash:
-                    raise NinferError(f"json_schema {where}[{i}] sets {clash[0]!r}, which {path} also sets to another "
-                                      f"value; ninfer cannot combine the two: state it inside each alternative instead.")
+                    raise NinferError(f"json_schema {where}[{i}] sets {clash!r}, which {path} also sets to another "
+                                      f"value; ninfer cannot combine the two: state it in one place.")
+                if key == "allOf" and isinstance(part, dict):
+                    seen.update(part)
         elif key == "required":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise NinferError(f"json_schema {where} must be a list of property names.")
@@ -98,11 +104,30 @@ def check_schema(schema, path: str = "$", root=None) -> None:
             if not isinstance(value, str) or not value.startswith("#"):
                 raise NinferError(f"json_schema {where} must point inside the schema (\"#/$defs/...\"), "
                                   f"got {value!r}.")
-            _Parse(root, b"").resolve(schema)
-            beside = [k for k in schema if k not in _IGNORED and k not in ("$ref", "$defs", "definitions")]
-            if beside:
-                raise NinferError(f"json_schema {path} has {beside[0]!r} beside its \"$ref\", which ninfer would not "
-                                  "apply; move it into the schema the $ref points at.")
+            target = _Parse(root, b"").resolve({"$ref": value})
+            clash = _clash({k: v for k, v in schema.items() if k != "$ref"}, target)
+            if clash:
+                raise NinferError(f"json_schema {path} sets {clash!r} beside its \"$ref\" and the schema it points at "
+                                  "sets it to another value; ninfer cannot combine the two: state it in one place.")
+
+
+def _clash(a, b) -> str | None:
+    """A keyword that restricts values which both schemas set, to different values, or one of two keywords that
+    read each other split between them (``additionalProperties`` applies to the properties its own schema does not
+    list, ``items`` past its own ``prefixItems``); None if there is none. Merging the two into one schema (allOf, a
+    $ref and the keywords beside it, an alternative and the keywords beside its anyOf) would change what they
+    accept."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None
+    same = next((k for k in b if k in a and k not in _IGNORED and k not in ("$defs", "definitions") and a[k] != b[k]),
+                None)
+    if same is not None:
+        return same
+    for group in _COUPLED:  # additionalProperties sees only the properties beside it; items only prefixItems beside it
+        ka, kb = group & a.keys(), group & b.keys()
+        if ka and kb and ka != kb:
+            return sorted(ka | kb)[0]
+    return None
 
 
 class JsonSchemaPrefix:
@@ -158,6 +183,8 @@ class _Parse:
         return j if j - i <= MAX_WHITESPACE else -1
 
     def resolve(self, sch, depth: int = 0):
+        """``sch`` with its $ref followed; keywords beside the $ref (other than annotations) are merged into the
+        schema it points at (check_schema: they do not clash), the merge kept in ``merged``."""
         while isinstance(sch, dict) and "$ref" in sch:
             ref, node = sch["$ref"], self.root_schema
             for part in ref.lstrip("#").split("/")[1:] if ref != "#" else []:
@@ -165,9 +192,17 @@ class _Parse:
                 if not isinstance(node, dict) or part not in node:
                     raise NinferError(f"json_schema $ref {ref!r} points at nothing.")
                 node = node[part]
-            sch, depth = node, depth + 1
             if depth > 64:
                 raise NinferError(f"json_schema $ref {ref!r} refers to itself without end.")
+            beside = {k: v for k, v in sch.items() if k != "$ref"}
+            if any(k not in _IGNORED and k not in ("$defs", "definitions") for k in beside):
+                key = (id(sch), "$ref")
+                if key not in self.merged:
+                    target = self.resolve(node, depth + 1)
+                    self.merged[key] = (False if target is False else
+                                        {**beside, **target} if isinstance(target, dict) else beside)
+                return self.merged[key]
+            sch, depth = node, depth + 1
         return sch
 
     def value(self, sch, i: int) -> tuple[frozenset[int], bool]:
@@ -208,6 +243,19 @@ class _Parse:
             ends.update(result[0])
             partial = partial or result[1]
 
+        if "allOf" in sch:  # one schema with every part's keywords (check_schema: no clashes)
+            key = (id(sch), "allOf")
+            if key not in self.merged:
+                merged = {k: v for k, v in sch.items() if k != "allOf"}
+                for part in sch["allOf"]:
+                    part = self.resolve(part)
+                    if part is False:
+                        merged = False
+                        break
+                    if isinstance(part, dict):
+                        merged.update(part)
+                self.merged[key] = merged
+            return self.value(self.merged[key], i)
         for word in ("anyOf", "oneOf"):  # each alternative with the keywords beside it (check_schema: no clashes)
             if word not in sch:
                 continue
