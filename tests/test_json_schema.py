@@ -301,3 +301,39 @@ def test_bounds_that_leave_no_number_are_refused():
         check_schema({"type": "integer", "minimum": 1.2, "maximum": 1.8})
     with pytest.raises(NinferError, match="must be a number"):
         check_schema({"type": "number", "minimum": "3"})
+
+
+def test_a_pydantic_models_schema_is_taken_and_the_real_model_answers_one_it_validates(llm):
+    """What an app sends: pydantic's own JSON Schema of a model with bounds (ge / lt / gt / le), lengths, an
+    optional field (anyOf with null), a discriminated union (oneOf of $refs with a discriminator) and Literal consts;
+    the answer must pass pydantic's own validation. extra="forbid" (additionalProperties false), as OpenAI's strict
+    structured outputs require: with extra keys allowed the 135M model runs on inventing keys until max_tokens."""
+    from typing import Annotated, Literal
+
+    from pydantic import BaseModel, ConfigDict, Field
+
+    from ninfer import SamplingParams
+
+    class Cat(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        kind: Literal["cat"]
+        lives: int = Field(ge=0, le=9)
+
+    class Dog(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        kind: Literal["dog"]
+        good: bool
+
+    class Owner(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str = Field(min_length=1, max_length=20)
+        age: int = Field(ge=0, lt=130)
+        height_m: float | None = Field(default=None, gt=0, le=3)
+        pets: list[Annotated[Cat | Dog, Field(discriminator="kind")]] = Field(max_length=2)
+
+    schema = Owner.model_json_schema()
+    check_schema(schema)
+    params = SamplingParams(temperature=1.0, seed=5, max_tokens=160, json_schema=schema)
+    out = llm.chat([{"role": "user", "content": "An owner of a cat and a dog, in JSON."}], params)
+    assert out.finish_reason == "stop", out.text
+    Owner.model_validate_json(out.text)
