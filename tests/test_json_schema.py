@@ -134,7 +134,7 @@ def test_a_number_may_go_on_and_a_closed_object_may_not():
     assert not JsonSchemaPrefix(PERSON).feed(b'{"name": "A", "age": 1}}')  # "role" is required
 
 
-@pytest.mark.parametrize("schema,word", [({"type": "string", "pattern": "^a"}, "pattern"),
+@pytest.mark.parametrize("schema,word", [({"type": "array", "uniqueItems": True}, "uniqueItems"),
                                          ({"type": "integer", "multipleOf": 3}, "multipleOf"),
                                          ({"if": {"type": "object"}}, "'if'"),
                                          ({"type": "objekt"}, "type"),
@@ -167,8 +167,8 @@ def test_the_real_model_answers_a_document_valid_against_the_schema(llm, tempera
 def test_sampling_params_check_the_schema():
     from ninfer import SamplingParams
 
-    with pytest.raises(NinferError, match="pattern"):
-        SamplingParams(json_schema={"type": "string", "pattern": "x"})
+    with pytest.raises(NinferError, match="multipleOf"):
+        SamplingParams(json_schema={"type": "integer", "multipleOf": 3})
     with pytest.raises(NinferError, match="needs json_schema"):
         SamplingParams(response_format="json_schema")
     with pytest.raises(NinferError, match="ignore_eos"):
@@ -304,7 +304,7 @@ def test_bounds_that_leave_no_number_are_refused():
 
 
 def test_a_pydantic_models_schema_is_taken_and_the_real_model_answers_one_it_validates(llm):
-    """What an app sends: pydantic's own JSON Schema of a model with bounds (ge / lt / gt / le), lengths, an
+    """What an app sends: pydantic's own JSON Schema of a model with bounds (ge / lt / gt / le), lengths, a pattern, an
     optional field (anyOf with null), a discriminated union (oneOf of $refs with a discriminator) and Literal consts;
     the answer must pass pydantic's own validation. extra="forbid" (additionalProperties false), as OpenAI's strict
     structured outputs require: with extra keys allowed the 135M model runs on inventing keys until max_tokens."""
@@ -326,7 +326,7 @@ def test_a_pydantic_models_schema_is_taken_and_the_real_model_answers_one_it_val
 
     class Owner(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        name: str = Field(min_length=1, max_length=20)
+        name: str = Field(min_length=2, max_length=20, pattern=r"^[A-Z][a-z]+( [A-Z][a-z]+)?$")
         age: int = Field(ge=0, lt=130)
         height_m: float | None = Field(default=None, gt=0, le=3)
         pets: list[Annotated[Cat | Dog, Field(discriminator="kind")]] = Field(max_length=2)
@@ -337,3 +337,61 @@ def test_a_pydantic_models_schema_is_taken_and_the_real_model_answers_one_it_val
     out = llm.chat([{"role": "user", "content": "An owner of a cat and a dog, in JSON."}], params)
     assert out.finish_reason == "stop", out.text
     Owner.model_validate_json(out.text)
+
+
+PATTERNS = [r"^\d{4}-\d{2}-\d{2}$", r"cat", r"^[A-Z][a-z]+( [A-Z][a-z]+)*$", r"^(?:a|bc)+$", r"^[^aeiou\s]{2,3}$",
+            r"(x\.y|z)$", r"^\w+@\w+\.(com|org)$", r"^(ab?){2}c*?$", r"^.\t\\$", r"^[\u00e0-\u00ff-]+$", r"\d"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_patterns_agree_with_python_re_on_random_strings(pattern):
+    """A string is whole exactly when Python's re (jsonschema's own check; re.ASCII, as ECMA-262's \\d \\w are
+    ASCII) finds the pattern in it; fed a byte at a time, so escapes and UTF-8 sequences end mid-character."""
+    import re
+
+    rng = random.Random(zlib.crc32(pattern.encode()))
+    schema = {"type": "string", "pattern": pattern}
+    chars = list("abcxyzAB019-.@ \t\\\u00e0\u00e9\u00ff\u4e2d") + ["com", "org", "cat", "2024-", "01-", "Ann"]
+    agree = {True: 0, False: 0}
+    for _ in range(400):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 6)))
+        ref = re.search(pattern, text, re.ASCII) is not None
+        doc = json.dumps(text, ensure_ascii=rng.random() < 0.3).encode()
+        ok, complete = _fed(schema, doc)
+        assert (ok and complete) == ref, (pattern, text)
+        agree[ref] += 1
+    assert agree[False] > 10
+
+
+@pytest.mark.parametrize("schema", [{"type": "string", "pattern": r"^\d{4}-\d{2}$"},
+                                    {"type": "string", "pattern": r"^[a-c]+$", "minLength": 3, "maxLength": 5},
+                                    {"type": "string", "pattern": r"^(ab)*$", "maxLength": 5},
+                                    {"type": "string", "pattern": r"z", "minLength": 4},
+                                    {"type": "string", "pattern": r"^[\u00e0-\u00ff]+\u4e2d?$", "maxLength": 3}])
+def test_patterned_strings_never_dead_end(schema):
+    """Random walks over the pieces the parse lets through (escapes and UTF-8 bytes one at a time): never a text that
+    can neither end nor go on, even where the lengths and the pattern both bind; each whole text is valid."""
+    rng = random.Random(zlib.crc32(json.dumps(schema).encode()))
+    pieces = [bytes([c]) for c in b'"abcdefz0123456789-\\nu'] + [b"\xc3", b"\xa0", b"\xe4", b"\xb8", b"\xad"]
+    whole = 0
+    for _ in range(200):
+        p = JsonSchemaPrefix(schema)
+        assert p.feed(b'"')
+        for _ in range(40):
+            fits = [c for c in pieces if _Parse(schema, p.text + c).root() != (False, False)]
+            assert fits or p.complete, p.text
+            if p.complete:
+                break
+            assert p.feed(rng.choice(fits))
+        if p.complete:
+            jsonschema.validate(json.loads(p.text), schema)
+            whole += 1
+    assert whole > 50
+
+
+@pytest.mark.parametrize("pattern,word", [(r"^(?=a)", "look-around"), (r"(a)\1", r"\\1"), (r"\bword", r"\\b"),
+                                          (r"\p{L}", r"\\p"), (r"a^b", "'\\^'"), (r"^a|b$", "top-level"),
+                                          (r"a{2,1}", "maximum below"), (r"[b-a]", "out of order"), (r"(a", "unclosed")])
+def test_patterns_beyond_the_subset_are_refused_by_name(pattern, word):
+    with pytest.raises(NinferError, match=word):
+        check_schema({"type": "string", "pattern": pattern})

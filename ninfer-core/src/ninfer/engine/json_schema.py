@@ -15,9 +15,10 @@ schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` 
 ``exclusiveMaximum`` (a bounded number is written without an exponent, and a digit is taken only while some number
 it leads to is in bounds), ``anyOf``, ``oneOf`` (a value that one alternative alone accepts; a prefix is kept while
 any alternative may still take it), ``allOf`` and keywords beside a ``$ref`` (merged, where they do not set the
-same keyword to different values), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
+same keyword to different values), ``pattern`` (:mod:`.json_pattern`: the common ECMA-262 subset; a string is
+kept while some continuation matches), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
 ``description``, ``default``, ``examples``, ``format``, ``discriminator``, ...) are ignored. Keywords that restrict
-values but are not enforced here (``pattern``, ``multipleOf``, ``not``, ``if``, ...) are refused by
+values but are not enforced here (``multipleOf``, ``not``, ``if``, ``uniqueItems``, ...) are refused by
 :func:`check_schema`, so a schema is never silently half-applied.
 """
 
@@ -29,13 +30,16 @@ from fractions import Fraction
 
 from ..errors import NinferError
 from .json_mode import _HEX, _WS, MAX_WHITESPACE
+from .json_pattern import MAX_CP, Pattern
 
 _ESC = frozenset(b'"\\/bfnrt')
+_ESC_CODE = {ord('"'): 0x22, ord("\\"): 0x5C, ord("/"): 0x2F, ord("b"): 0x08, ord("f"): 0x0C, ord("n"): 0x0A,
+             ord("r"): 0x0D, ord("t"): 0x09}
 MAX_DIGITS, MAX_EXP = 16, 3  # digits of a number's integer and fraction parts, and of its exponent
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 _ENFORCED = {"type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
              "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs",
-             "definitions", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+             "definitions", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern"}
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _ANY: dict = {}  # the schema ``true``
 _COUPLED = ({"properties", "additionalProperties"}, {"prefixItems", "items"})
@@ -97,6 +101,8 @@ def check_schema(schema, path: str = "$", root=None) -> None:
             b = _bounds(schema, integer=kinds == "integer" or kinds == ["integer"])
             if b[0] is not None and b[1] is not None and not (b[0] < b[1] or b[0] == b[1] and b[2] and b[3]):
                 raise NinferError(f"json_schema {path}: no number is within its bounds; loosen them.")
+        elif key == "pattern":
+            Pattern(value)  # refuses what it cannot enforce, by name
         elif key == "enum":
             if not isinstance(value, list) or not value:
                 raise NinferError(f"json_schema {where} must be a non-empty list.")
@@ -381,9 +387,12 @@ class _Parse:
                 return {j}, True
         return {j}, False
 
-    def string_body(self, i: int) -> tuple[int, int, bool]:
-        """From the opening quote at i: (end after the closing quote or -1, characters, viable to the text's end)."""
+    def string_body(self, i: int, codes: list | None = None) -> tuple[int, int, bool]:
+        """From the opening quote at i: (end after the closing quote or -1, characters, viable to the text's end).
+        ``codes``: a list that receives the string's code points; where the text ends inside a character (an
+        escape, a UTF-8 sequence), ``self.pending`` is then the range of code points it can still become."""
         s, n, j, chars = self.s, self.n, i + 1, 0
+        self.pending = None
         while j < n:
             b = s[j]
             if b == ord('"'):
@@ -392,6 +401,7 @@ class _Parse:
                 return -1, chars, False
             if b == ord("\\"):
                 if j + 1 == n:
+                    self.pending = (0, MAX_CP)
                     return -1, chars, True
                 c = s[j + 1]
                 if c == ord("u"):
@@ -399,15 +409,24 @@ class _Parse:
                     if not all(h in _HEX for h in hexd):
                         return -1, chars, False
                     if len(hexd) < 4:
+                        free = 4 * (4 - len(hexd))
+                        low = (int(hexd, 16) if hexd else 0) << free
+                        self.pending = (low, low + (1 << free) - 1)
                         return -1, chars, True
+                    if codes is not None:
+                        codes.append(int(hexd, 16))
                     j += 6
                 elif c in _ESC:
+                    if codes is not None:
+                        codes.append(_ESC_CODE[c])
                     j += 2
                 else:
                     return -1, chars, False
                 chars += 1
                 continue
             if b < 0x80:
+                if codes is not None:
+                    codes.append(b)
                 j += 1
             else:
                 size = 2 if 0xC2 <= b <= 0xDF else 3 if 0xE0 <= b <= 0xEF else 4 if 0xF0 <= b <= 0xF4 else 0
@@ -416,8 +435,15 @@ class _Parse:
                 tail = s[j + 1:j + size]
                 if not all(0x80 <= t <= 0xBF for t in tail):
                     return -1, chars, False
+                cp = b & (0x1F, 0x0F, 0x07)[size - 2]
+                for t in tail:
+                    cp = cp << 6 | (t & 0x3F)
                 if len(tail) < size - 1:
+                    free = 6 * (size - 1 - len(tail))
+                    self.pending = (cp << free, (cp << free) | ((1 << free) - 1))
                     return -1, chars, True
+                if codes is not None:
+                    codes.append(cp)
                 j += size
             chars += 1
         return -1, chars, True
@@ -425,6 +451,8 @@ class _Parse:
     def v_string(self, sch, i):
         if self.s[i] != ord('"'):
             return set(), False
+        if "pattern" in sch:
+            return self.patterned(sch, i)
         end, chars, viable = self.string_body(i)
         lo, hi = sch.get("minLength", 0), sch.get("maxLength")
         if hi is not None and chars > hi:
@@ -432,6 +460,32 @@ class _Parse:
         if end < 0:
             return set(), viable
         return ({end}, False) if chars >= lo else (set(), False)
+
+    def patterned(self, sch, i):
+        """A string that must match ``pattern`` (:mod:`.json_pattern`), within its lengths: kept while some
+        continuation matches with a length in bounds (exact, from the automaton's states after the characters so
+        far; a character still being written counts as any code point it can become)."""
+        key = (id(sch), "pattern")
+        if key not in self.merged:
+            self.merged[key] = Pattern(sch["pattern"])
+        pat = self.merged[key]
+        codes: list[int] = []
+        end, chars, viable = self.string_body(i, codes)
+        lo, hi = sch.get("minLength", 0), sch.get("maxLength")
+        if not viable or (hi is not None and chars > hi):
+            return set(), False
+        states = pat.start
+        for cp in codes:
+            states = pat.step(states, cp)
+            if not states:
+                return set(), False
+        if end >= 0:
+            return ({end}, False) if pat.accepts(states) and chars >= lo else (set(), False)
+        if self.pending is not None:
+            states, chars = pat.step_range(states, *self.pending), chars + 1
+        ok = bool(states) and (hi is None or chars <= hi) and pat.fits(states, max(0, lo - chars),
+                                                                        None if hi is None else hi - chars)
+        return set(), ok
 
     def key(self, names: list[str] | None, i: int) -> tuple[set[int], bool]:
         if names is None:
