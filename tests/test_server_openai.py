@@ -322,6 +322,31 @@ def test_json_schema_response_format_answers_a_valid_document(client):
     assert streamed == full.choices[0].message.content
 
 
+def test_the_sdks_parse_helper_gets_an_instance_of_the_pydantic_model(client):
+    """What apps call: the openai SDK's chat.completions.parse(response_format=Model) turns a pydantic model into its
+    strict JSON Schema (bounds, a pattern, a Literal const, an optional field, a nested model by $ref) and parses the
+    answer back into the model; before this session the pattern and the bounds were a 400."""
+    from typing import Literal
+
+    from pydantic import BaseModel, Field
+
+    class Cat(BaseModel):
+        kind: Literal["cat"]
+        lives: int = Field(ge=0, le=9)
+
+    class Owner(BaseModel):
+        name: str = Field(pattern=r"^[A-Z][a-z]+$")
+        age: int = Field(ge=0, lt=130)
+        height_m: float | None
+        pets: list[Cat] = Field(max_length=2)
+
+    r = client.chat.completions.parse(model="smol", messages=[{"role": "user", "content": "A cat owner, in JSON."}],
+                                      response_format=Owner, max_tokens=120, temperature=0.7, seed=3)
+    assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
+    owner = r.choices[0].message.parsed
+    assert isinstance(owner, Owner) and 0 <= owner.age < 130 and all(0 <= c.lives <= 9 for c in owner.pets)
+
+
 def test_json_mode_answers_one_json_object(client):
     """response_format json_object: the output is constrained to one JSON object (before session 20 the field was
     dropped and the answer was prose), streamed or not."""
