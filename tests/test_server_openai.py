@@ -132,7 +132,7 @@ BAD = [  # (raw JSON body, status, param the error names or None)
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "stream_options": {"include_usage": true}}',
      400, "stream_options"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", '
-     b'"json_schema": {"name": "x", "schema": {"type": "integer", "multipleOf": 3}}}}', 400, "response_format"),
+     b'"json_schema": {"name": "x", "schema": {"type": "array", "uniqueItems": true}}}}', 400, "response_format"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", '
      b'"json_schema": {"name": "x", "schema": {"$ref": "#/$defs/nowhere"}}}}', 400, "response_format"),
     (b'{"model": "smol", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema"}}',

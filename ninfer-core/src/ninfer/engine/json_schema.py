@@ -12,13 +12,13 @@ members of the containers holding them), not the whole output.
 Enforced: ``type`` (one or a list), ``properties``, ``required``, ``additionalProperties`` (false, true or a
 schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` / ``maxLength``, ``enum``,
 ``const`` (with the other keywords beside them), ``minimum`` / ``maximum`` / ``exclusiveMinimum`` /
-``exclusiveMaximum`` (a bounded number is written without an exponent, and a digit is taken only while some number
-it leads to is in bounds), ``anyOf``, ``oneOf`` (a value that one alternative alone accepts; a prefix is kept while
+``exclusiveMaximum`` / ``multipleOf`` (such a number is written without an exponent, and a digit is taken only while
+some number it leads to is in bounds and a multiple), ``minProperties`` / ``maxProperties``, ``anyOf``, ``oneOf`` (a value that one alternative alone accepts; a prefix is kept while
 any alternative may still take it), ``allOf`` and keywords beside a ``$ref`` (merged, where they do not set the
 same keyword to different values), ``pattern`` (:mod:`.json_pattern`: the common ECMA-262 subset; a string is
 kept while some continuation matches), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
 ``description``, ``default``, ``examples``, ``format``, ``discriminator``, ...) are ignored. Keywords that restrict
-values but are not enforced here (``multipleOf``, ``not``, ``if``, ``uniqueItems``, ...) are refused by
+values but are not enforced here (``not``, ``if``, ``uniqueItems``, ``patternProperties``, ...) are refused by
 :func:`check_schema`, so a schema is never silently half-applied.
 """
 
@@ -39,7 +39,8 @@ MAX_DIGITS, MAX_EXP = 16, 3  # digits of a number's integer and fraction parts, 
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 _ENFORCED = {"type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
              "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "$defs",
-             "definitions", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern"}
+             "definitions", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "pattern", "multipleOf",
+             "minProperties", "maxProperties"}
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 _ANY: dict = {}  # the schema ``true``
 _COUPLED = ({"properties", "additionalProperties"}, {"prefixItems", "items"})
@@ -103,6 +104,26 @@ def check_schema(schema, path: str = "$", root=None) -> None:
                 raise NinferError(f"json_schema {path}: no number is within its bounds; loosen them.")
         elif key == "pattern":
             Pattern(value)  # refuses what it cannot enforce, by name
+        elif key == "multipleOf":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise NinferError(f"json_schema {where} must be a number above 0, got {value!r}.")
+            den = Fraction(str(value)).denominator
+            while den % 2 == 0:
+                den //= 2
+            while den % 5 == 0:
+                den //= 5
+            if den != 1 or Fraction(str(value)).denominator > 10 ** MAX_DIGITS:
+                raise NinferError(f"json_schema {where} {value!r} has multiples that are not short decimals; use a "
+                                  "multiple such as 0.25 or 0.01.")
+        elif key in ("minProperties", "maxProperties"):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise NinferError(f"json_schema {where} must be a whole number >= 0, got {value!r}.")
+            lo, hi = schema.get("minProperties", 0), schema.get("maxProperties")
+            names = None if schema.get("additionalProperties", True) is not False else len(schema.get("properties", {}))
+            if (hi is not None and (lo > hi or len(set(schema.get("required", []))) > hi)) or (names is not None
+                                                                                             and lo > names):
+                raise NinferError(f"json_schema {path}: no object has the properties its min / maxProperties, "
+                                  "required and additionalProperties allow; loosen them.")
         elif key == "enum":
             if not isinstance(value, list) or not value:
                 raise NinferError(f"json_schema {where} must be a non-empty list.")
@@ -339,13 +360,15 @@ class _Parse:
     def bounded(self, sch, i: int, integer: bool) -> tuple[set[int], bool]:
         """A number within the schema's bounds: its ends where the value is in bounds, and partial only while some
         longer number is (an exact test on the intervals the digits so far can still reach, :func:`_reachable`)."""
-        bounds = _bounds(sch, integer)
-        ends, partial = self.number(i, integer, exponent=bounds is None)
-        if bounds is None:
+        bounds, step = _bounds(sch, integer), _step(sch, integer)
+        ends, partial = self.number(i, integer, exponent=bounds is None and step is None)
+        if bounds is None and step is None:
             return ends, partial
-        ends = {e for e in ends if _inside(Fraction(self.s[i:e].decode()), bounds)}
+        bounds = bounds or (None, None, True, True)
+        ends = {e for e in ends if _inside(v := Fraction(self.s[i:e].decode()), bounds) and (step is None or
+                                                                                              v % step == 0)}
         if partial:
-            partial = any(_meets(r, bounds) for r in _reachable(self.s[i:self.n].decode(), integer))
+            partial = any(_meets(r, bounds, step) for r in _reachable(self.s[i:self.n].decode(), integer))
         return ends, partial
 
     def number(self, i: int, integer: bool, exponent: bool = True) -> tuple[set[int], bool]:
@@ -504,6 +527,7 @@ class _Parse:
         props = sch.get("properties", {})
         required = set(sch.get("required", []))
         extra = sch.get("additionalProperties", True)
+        least, most = sch.get("minProperties", 0), sch.get("maxProperties")
         ends: set[int] = set()
         partial = False
         # (position, keys seen, what comes next: "first" key or "}", "after" a value, a "key", the "colon" after key
@@ -519,13 +543,15 @@ class _Parse:
                 continue
             c = self.s[pos]
             if mode in ("first", "after") and c == ord("}"):
-                if required <= seen:
+                if required <= seen and len(seen) >= least:
                     ends.add(pos + 1)
                 continue
             names = [k for k in props if k not in seen] if extra is False else None
             if mode == "after":
-                if c == ord(",") and names != []:  # a "," only where another key may come
+                if c == ord(",") and names != [] and (most is None or len(seen) < most):  # where a key may come
                     todo.append((pos + 1, seen, "key", None))
+            elif mode == "first" and most == 0:
+                continue
             elif mode in ("first", "key"):
                 kends, kp = self.key(names, pos)
                 partial = partial or kp
@@ -609,8 +635,16 @@ def _inside(v: Fraction, b) -> bool:
             and (hi is None or v < hi or (hi_in and v == hi)))
 
 
-def _meets(r, b) -> bool:
-    """Whether the intervals r and b share a number."""
+def _step(sch, integer: bool) -> Fraction | None:
+    """multipleOf as a fraction (for integers, the least integer multiple of it), or None."""
+    if "multipleOf" not in sch:
+        return None
+    step = Fraction(str(sch["multipleOf"]))
+    return Fraction(step.numerator) if integer else step
+
+
+def _meets(r, b, step: Fraction | None = None) -> bool:
+    """Whether the intervals r and b share a number (a multiple of ``step``, where given)."""
     (a1, b1, a1_in, b1_in), (a2, b2, a2_in, b2_in) = r, b
     if a1 is None or (a2 is not None and a2 > a1):
         lo, lo_in = a2, a2_in
@@ -624,7 +658,14 @@ def _meets(r, b) -> bool:
         hi, hi_in = b1, b1_in
     else:
         hi, hi_in = b1, b1_in and b2_in
-    return lo is None or hi is None or lo < hi or (lo == hi and lo_in and hi_in)
+    if step is None:
+        return lo is None or hi is None or lo < hi or (lo == hi and lo_in and hi_in)
+    if lo is None or hi is None:
+        return True  # (_reachable bounds every interval; an open end here is a schema's missing bound)
+    first = math.ceil(lo / step) * step
+    if first == lo and not lo_in:
+        first += step
+    return first < hi or (first == hi and hi_in)
 
 
 def _reachable(prefix: str, integer: bool) -> list[tuple]:
@@ -634,8 +675,8 @@ def _reachable(prefix: str, integer: bool) -> list[tuple]:
     neg = prefix.startswith("-")
     body = prefix[1:] if neg else prefix
     out: list[tuple] = []
-    if body == "":  # any magnitude
-        out.append((Fraction(0), None, True, True))
+    if body == "":  # any magnitude the digit cap allows
+        out.append((Fraction(0), Fraction(10 ** MAX_DIGITS), True, False))
     elif "." in body:
         whole, frac = body.split(".")
         if len(frac) < MAX_DIGITS:
@@ -653,5 +694,5 @@ def _reachable(prefix: str, integer: bool) -> list[tuple]:
                            (Fraction(v * scale), Fraction((v + 1) * scale), True, False))
     if not neg:
         return out
-    return [(None if hi is None else -hi, -lo, hi_in if hi is not None else True, lo_in) for lo, hi, lo_in, hi_in in out]
+    return [(-hi, -lo, hi_in, lo_in) for lo, hi, lo_in, hi_in in out]
 
