@@ -372,7 +372,8 @@ def test_a_pydantic_models_schema_is_taken_and_the_real_model_answers_one_it_val
 
 
 PATTERNS = [r"^\d{4}-\d{2}-\d{2}$", r"cat", r"^[A-Z][a-z]+( [A-Z][a-z]+)*$", r"^(?:a|bc)+$", r"^[^aeiou\s]{2,3}$",
-            r"(x\.y|z)$", r"^\w+@\w+\.(com|org)$", r"^(ab?){2}c*?$", r"^.\t\\$", r"^[\u00e0-\u00ff-]+$", r"\d"]
+            r"(x\.y|z)$", r"^\w+@\w+\.(com|org)$", r"^(ab?){2}c*?$", r"^.\t\\$", r"^[\u00e0-\u00ff-]+$", r"\d",
+            r"^.{2}$"]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -383,7 +384,7 @@ def test_patterns_agree_with_python_re_on_random_strings(pattern):
 
     rng = random.Random(zlib.crc32(pattern.encode()))
     schema = {"type": "string", "pattern": pattern}
-    chars = list("abcxyzAB019-.@ \t\\\u00e0\u00e9\u00ff\u4e2d") + ["com", "org", "cat", "2024-", "01-", "Ann"]
+    chars = list("abcxyzAB019-.@ \t\\\u00e0\u00e9\u00ff\u4e2d\U0001F600") + ["com", "org", "cat", "2024-", "01-", "Ann"]
     agree = {True: 0, False: 0}
     for _ in range(400):
         text = "".join(rng.choice(chars) for _ in range(rng.randint(0, 6)))

@@ -13,13 +13,14 @@ Enforced: ``type`` (one or a list), ``properties``, ``required``, ``additionalPr
 schema), ``items``, ``prefixItems``, ``minItems`` / ``maxItems``, ``minLength`` / ``maxLength``, ``enum``,
 ``const`` (with the other keywords beside them), ``minimum`` / ``maximum`` / ``exclusiveMinimum`` /
 ``exclusiveMaximum`` / ``multipleOf`` (such a number is written without an exponent, and a digit is taken only while
-some number it leads to is in bounds and a multiple), ``minProperties`` / ``maxProperties``, ``anyOf``, ``oneOf`` (a value that one alternative alone accepts; a prefix is kept while
-any alternative may still take it), ``allOf`` and keywords beside a ``$ref`` (merged, where they do not set the
-same keyword to different values), ``pattern`` (:mod:`.json_pattern`: the common ECMA-262 subset; a string is
-kept while some continuation matches), ``$ref`` into ``$defs`` / ``definitions``. Annotations (``title``,
-``description``, ``default``, ``examples``, ``format``, ``discriminator``, ...) are ignored. Keywords that restrict
-values but are not enforced here (``not``, ``if``, ``uniqueItems``, ``patternProperties``, ...) are refused by
-:func:`check_schema`, so a schema is never silently half-applied.
+some number it leads to is in bounds and a multiple), ``minProperties`` / ``maxProperties``, ``anyOf``, ``oneOf``
+(a value that one alternative alone accepts; a prefix is kept while any alternative may still take it), ``allOf``
+and keywords beside a ``$ref`` (merged, where they do not set the same keyword to different values), ``pattern``
+(:mod:`.json_pattern`: the common ECMA-262 subset; a string is kept while some continuation matches), ``$ref`` into
+``$defs`` / ``definitions``. Annotations (``title``, ``description``, ``default``, ``examples``, ``format``,
+``discriminator``, ...) are ignored. Keywords that restrict values but are not enforced here (``not``, ``if``,
+``uniqueItems``, ``patternProperties``, ...) are refused by :func:`check_schema`, so a schema is never silently
+half-applied.
 """
 
 from __future__ import annotations
@@ -416,6 +417,7 @@ class _Parse:
         escape, a UTF-8 sequence), ``self.pending`` is then the range of code points it can still become."""
         s, n, j, chars = self.s, self.n, i + 1, 0
         self.pending = None
+        surrogate = False  # the last character was a high surrogate written as a \u escape
         while j < n:
             b = s[j]
             if b == ord('"'):
@@ -436,10 +438,20 @@ class _Parse:
                         low = (int(hexd, 16) if hexd else 0) << free
                         self.pending = (low, low + (1 << free) - 1)
                         return -1, chars, True
-                    if codes is not None:
-                        codes.append(int(hexd, 16))
+                    cp = int(hexd, 16)
                     j += 6
+                    if 0xDC00 <= cp <= 0xDFFF and surrogate:  # the second half of a pair: one character
+                        if codes is not None:
+                            codes[-1] = 0x10000 + ((codes[-1] - 0xD800) << 10) + (cp - 0xDC00)
+                        surrogate = False
+                        continue
+                    surrogate = 0xD800 <= cp <= 0xDBFF
+                    if codes is not None:
+                        codes.append(cp)
+                    chars += 1
+                    continue
                 elif c in _ESC:
+                    surrogate = False
                     if codes is not None:
                         codes.append(_ESC_CODE[c])
                     j += 2
@@ -447,6 +459,7 @@ class _Parse:
                     return -1, chars, False
                 chars += 1
                 continue
+            surrogate = False
             if b < 0x80:
                 if codes is not None:
                     codes.append(b)
