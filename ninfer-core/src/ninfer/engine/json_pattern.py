@@ -265,14 +265,18 @@ class Pattern:
         elif c == ".":
             self.i += 1
             ranges = _DOT
-        elif c == "\\":
-            ranges = self._escape(in_class=False)
         else:
-            self.i += 1
-            ranges = ((ord(c), ord(c)),)
+            ranges = self._one(in_class=False)
         s, e = self._state(), self._state()
         self.edges[s].append((_norm(ranges), e))
         return s, e
+
+    def _one(self, in_class: bool) -> tuple:
+        """One character or escape at the cursor, as ranges."""
+        if self.p[self.i] == "\\":
+            return self._escape(in_class)
+        self.i += 1
+        return ((ord(self.p[self.i - 1]),) * 2,)
 
     def _escape(self, in_class: bool) -> tuple:
         p = self.p
@@ -315,19 +319,11 @@ class Pattern:
                 self.i += 1
                 break
             first = False
-            if c == "\\":
-                item = self._escape(in_class=True)
-            else:
-                self.i += 1
-                item = ((ord(c), ord(c)),)
+            item = self._one(in_class=True)
             if (len(item) == 1 and item[0][0] == item[0][1] and self.i + 1 < len(p) and p[self.i] == "-"
                     and p[self.i + 1] != "]"):
                 self.i += 1
-                if p[self.i] == "\\":
-                    hi_item = self._escape(in_class=True)
-                else:
-                    hi_item = ((ord(p[self.i]),) * 2,)
-                    self.i += 1
+                hi_item = self._one(in_class=True)
                 if len(hi_item) != 1 or hi_item[0][0] != hi_item[0][1] or hi_item[0][0] < item[0][0]:
                     self._refuse("a character range out of order or with a class at its end")
                 item = ((item[0][0], hi_item[0][0]),)
