@@ -182,6 +182,24 @@ def test_sdk_error_types(server, client):
     assert "context" in str(e.value)
 
 
+def test_forced_tool_use_input_is_valid_against_the_input_schema(client):
+    """tool_choice tool / any: the input is written under the tool's input_schema (enums, bounds, required,
+    additionalProperties false) and validates; before this session only the name was forced."""
+    import jsonschema
+
+    schema = {"type": "object", "required": ["city", "days"], "additionalProperties": False,
+              "properties": {"city": {"type": "string", "enum": ["Paris", "Rome"]},
+                             "days": {"type": "integer", "minimum": 1, "maximum": 5}}}
+    tools = [{"name": "forecast", "description": "Weather forecast", "input_schema": schema}]
+    for choice in ({"type": "tool", "name": "forecast"}, {"type": "any"}):
+        r = client.messages.create(model="smol", max_tokens=60, tools=tools, tool_choice=choice,
+                                   extra_body={"temperature": 1.0, "seed": 3},
+                                   messages=[{"role": "user", "content": "How will my trip be?"}])
+        use = [b for b in r.content if b.type == "tool_use"]
+        assert r.stop_reason == "tool_use" and len(use) == 1, r.content
+        jsonschema.validate(use[0].input, schema)
+
+
 def test_tool_use_and_tool_result_become_template_messages():
     req = msgspec.convert(dict(model="m", system=[{"type": "text", "text": "sys"}], messages=[
         {"role": "user", "content": "Weather?"},

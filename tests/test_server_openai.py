@@ -301,6 +301,38 @@ def test_required_tool_choice_among_several_tools_calls_one_of_them(client, temp
     assert calls and calls[0].function.name in {"get_weather", "get_local_time"}, r.choices[0].message
 
 
+TRIP = {"type": "object", "required": ["city", "days", "unit"], "additionalProperties": False, "properties": {
+    "city": {"type": "string", "enum": ["Paris", "London", "Tokyo"]}, "days": {"type": "integer", "minimum": 1,
+                                                                              "maximum": 7},
+    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}, "note": {"type": "string", "maxLength": 20}}}
+
+
+@pytest.mark.parametrize("choice", ["named", "required"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_forced_tool_calls_have_arguments_valid_against_the_tools_schema(client, choice, temperature):
+    """A forced call (a named function, or "required" among several) is written under the tool's parameters schema:
+    the arguments parse and validate (jsonschema), the call is complete (finish_reason tool_calls) and only one is
+    made. Before this session only the name was forced: a 135M model's arguments were free text."""
+    import jsonschema
+
+    tools = [{"type": "function", "function": {"name": "forecast", "description": "Weather forecast for a trip",
+                                               "parameters": TRIP}},
+             {"type": "function", "function": {"name": "get_local_time", "description": "Local time in a city",
+                                               "parameters": {"type": "object", "required": ["city"],
+                                                              "properties": {"city": {"type": "string",
+                                                                                      "maxLength": 30}}}}}]
+    tool_choice = {"type": "function", "function": {"name": "forecast"}} if choice == "named" else "required"
+    r = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "Plan my week away."}],
+                                       tools=tools, tool_choice=tool_choice, max_tokens=80, temperature=temperature,
+                                       seed=7)
+    assert r.choices[0].finish_reason == "tool_calls", r.choices[0].message
+    calls = r.choices[0].message.tool_calls
+    assert len(calls) == 1
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    assert calls[0].function.name in (["forecast"] if choice == "named" else by_name)
+    jsonschema.validate(json.loads(calls[0].function.arguments), by_name[calls[0].function.name])
+
+
 def test_json_schema_response_format_answers_a_valid_document(client):
     """response_format json_schema (OpenAI's structured outputs; before session 21 a 400): the answer validates
     against the schema by the jsonschema package, streamed or not."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator
 
 from ninfer.chat.reasoning import ReasoningParser, prompt_opens_reasoning
-from ninfer.chat.tool_parsers import ToolCallDelta, ToolCallParser
+from ninfer.chat.tool_parsers import CALL_CLOSE, ToolCallDelta, ToolCallParser
 from ninfer.config.sampling import SamplingParams
 from ninfer.errors import ContextLengthError, NinferError
 
@@ -198,7 +198,12 @@ def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | N
             name = names[0] if len(names) == 1 else None
         elif name not in {t["function"]["name"] for t in tools}:
             raise APIError(400, f"tool_choice names {name!r}, which is not among the tools given.", "tool_choice")
-        if name is None:  # one of several: the call's first bytes name one of them (SamplingParams.starts_with)
+        strict = None if xml or params.ignore_eos else _strict_call(tools, name)
+        if strict is not None:  # the whole call constrained: a tool's name and arguments valid against its schema
+            prefill = "<tool_call>\n"
+            params = dataclasses.replace(params, response_format="json_schema", json_schema=strict,
+                                         json_then=CALL_CLOSE, starts_with=())
+        elif name is None:  # one of several: the call's first bytes name one of them (SamplingParams.starts_with)
             prefill = "<tool_call>\n"
             names = [t["function"]["name"] for t in tools]
             params = dataclasses.replace(params, starts_with=tuple(
@@ -215,6 +220,51 @@ def chat_plan(llm, messages: list[dict], params: SamplingParams, tools: list | N
     if check:
         check_fits(llm, len(ids), params.max_tokens)
     return Plan(ids, params, tools, bool(tools), not prefill, start_in_reasoning, prefill)
+
+
+def _strict_call(tools: list[dict], name: str | None) -> dict | None:
+    """The JSON Schema of a forced tool call (``name``, or any of ``tools`` where None): {"name": ..., "arguments":
+    ...} with the arguments valid against the tool's parameters. None where a tool's parameters use keywords the
+    constraint cannot enforce (ninfer.engine.json_schema refuses them): that call's arguments then go unconstrained,
+    as before, rather than the request failing."""
+    from ninfer.engine.json_schema import check_schema
+
+    chosen = [t for t in tools if name is None or t["function"]["name"] == name]
+    for tighten in (True, False):
+        calls = [{"type": "object", "required": ["name", "arguments"], "additionalProperties": False,
+                  "properties": {"name": {"const": t["function"]["name"]},
+                                 "arguments": _closed(t["function"].get("parameters"), tighten)}} for t in chosen]
+        schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
+        try:
+            check_schema(schema)
+            return schema
+        except NinferError:
+            continue
+    return None
+
+
+def _closed(params, tighten: bool):
+    """A tool's parameters as the call is written: no parameters take the empty object; with ``tighten``, objects
+    that list their properties take no others (as OpenAI's strict function calling has it). Every call so written
+    is valid against the tool's own schema; a small model otherwise invents keys until max_tokens."""
+    if params is None:
+        return {"type": "object", "additionalProperties": False}
+    if not tighten:
+        return params
+
+    def walk(node):
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: (walk(v) if k not in ("enum", "const", "default", "examples", "required") else v)
+               for k, v in node.items()}
+        if isinstance(node.get("properties"), dict):
+            out["properties"] = {k: walk(v) for k, v in node["properties"].items()}
+            out.setdefault("additionalProperties", False)
+        return out
+
+    return walk(params)
 
 
 def completion_plan(llm, prompt, params: SamplingParams) -> Plan:

@@ -28,6 +28,9 @@ class SamplingParams:
     # the output begins with one of these strings, then goes on freely (engine/json_mode.py: StartsWith); the server
     # names a forced tool call's function with it when several tools may be called
     starts_with: tuple[str, ...] = ()
+    # with json_schema: the text that must follow the document before the output ends (engine/json_schema.py:
+    # JsonThen); the server closes a forced tool call with it ("</tool_call>")
+    json_then: str = ""
 
     def __post_init__(self):
         if isinstance(self.stop, str):
@@ -85,6 +88,8 @@ class SamplingParams:
             bad("starts_with must be non-empty strings.")
         if self.starts_with and self.response_format in ("json_object", "json_schema"):
             bad(f"starts_with cannot go with response_format {self.response_format}; give one or the other.")
+        if not isinstance(self.json_then, str) or (self.json_then and self.json_schema is None):
+            bad("json_then is the text after a json_schema document: a string, and only with json_schema.")
         if self.logprobs is not None and not 0 <= self.logprobs <= 20:
             bad(f"logprobs must be between 0 and 20, got {self.logprobs}.")
 

@@ -162,9 +162,10 @@ def generate_stream(runner, tokenizer, prompt_ids: list[int], params: SamplingPa
     prefix = None
     if constrained:
         from .json_mode import JsonObjectPrefix, StartsWith, pick
-        from .json_schema import JsonSchemaPrefix
+        from .json_schema import JsonSchemaPrefix, JsonThen
 
         prefix = (StartsWith(params.starts_with) if params.starts_with else
+                  JsonThen(params.json_schema, params.json_then) if params.json_then else
                   JsonSchemaPrefix(params.json_schema) if params.response_format == "json_schema" else
                   JsonObjectPrefix())
     elif pipeline.wanted(runner.device) and sampler.on_device() and params.logprobs is None:

@@ -182,6 +182,44 @@ class JsonSchemaPrefix:
         return True
 
 
+class JsonThen:
+    """A document valid against the schema, then exactly the text ``then`` (whitespace may come between them), then
+    the end: ``SamplingParams(json_then=...)``. The server writes a forced tool call this way, the schema naming the
+    tool and its parameters and ``then`` closing the call. A token may hold both the document's end and the text's
+    start; it is split where the document is whole and the rest begins ``then``."""
+
+    def __init__(self, schema, then: str):
+        self.json = JsonSchemaPrefix(schema)
+        self.then, self.done = then.encode(), b""
+        self.free = False
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.then
+
+    @property
+    def more(self) -> bool:
+        return self.done != self.then
+
+    def feed(self, data: bytes) -> bool:
+        if not self.done:
+            if self.json.feed(data):
+                return True
+            j = self.json
+            for k in range(len(data)):
+                head, tail = data[:k], data[k:]
+                if self.then.startswith(tail) and _Parse(j.schema, j.text + head, j._closed, j._merged).root()[0]:
+                    if head:
+                        j.feed(head)
+                    self.done = tail
+                    return True
+            return False
+        if self.then[len(self.done):].startswith(data):
+            self.done += data
+            return True
+        return False
+
+
 class _Parse:
     """One parse of a prefix ``s``: each ``value`` call returns (ends, partial): the positions where a value of the
     schema starting at ``i`` can end, and whether the text running to the end of ``s`` is a proper prefix of one."""
