@@ -428,3 +428,25 @@ def test_patterned_strings_never_dead_end(schema):
 def test_patterns_beyond_the_subset_are_refused_by_name(pattern, word):
     with pytest.raises(NinferError, match=word):
         check_schema({"type": "string", "pattern": pattern})
+
+
+def test_json_then_takes_the_document_then_exactly_the_text_in_any_cut():
+    """JsonThen (SamplingParams.json_then, the server's forced tool calls): a document, optional whitespace, then the
+    text, however the bytes are cut into tokens (a token may hold the document's end and the text's start)."""
+    from ninfer import SamplingParams
+    from ninfer.engine.json_schema import JsonThen
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+              "additionalProperties": False}
+    for whole in (b'{"n": 12}</tool_call>', b'{"n": 12}\n</tool_call>'):
+        for step in range(1, len(whole) + 1):
+            p = JsonThen(schema, "</tool_call>")
+            for i in range(0, len(whole), step):
+                assert p.feed(whole[i:i + step]), (whole, step)
+                assert p.complete == (i + step >= len(whole)) and p.more != p.complete
+    p = JsonThen(schema, "</tool_call>")
+    assert p.feed(b'{"n": 1') and not p.feed(b"}</x") and not p.feed(b"<") and p.feed(b"2}") and not p.complete
+    assert not p.feed(b"x") and p.feed(b"</tool_call>") and p.complete and not p.feed(b" ")
+    assert not JsonThen(schema, "</tool_call>").feed(b'{"m": 1}')
+    with pytest.raises(NinferError, match="json_then"):
+        SamplingParams(json_then="</tool_call>")
