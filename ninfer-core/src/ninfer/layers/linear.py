@@ -19,11 +19,12 @@ class Linear:
         """Checkpoint tensors fused on dim 0 into this layer's weight or bias (q|k|v, gate|up), dense or quantised, must
         each have the rows the config gives them: parts with the right total but another split would load and compute
         garbage."""
-        if self.parts is not None and len(rows) > 1 and len(rows) == len(self.parts) and tuple(rows) != self.parts:
+        want = tuple(self.parts or ())
+        if len(rows) > 1 and len(rows) == len(want) and tuple(rows) != want:
             from ..errors import NinferError
 
             raise NinferError(f"{', '.join(names)} have {', '.join(map(str, rows))} rows but the config implies "
-                              f"{', '.join(map(str, self.parts))}; the config and weights disagree.")
+                              f"{', '.join(map(str, want))}; the config and weights disagree.")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if isinstance(self.weight, torch.Tensor):
