@@ -399,3 +399,35 @@ def test_out_of_vocabulary_token_ids_are_a_400_even_when_streaming(server):
                        json={"model": "smol", "prompt": [1, 10 ** 7], "max_tokens": 2, "stream": stream})
         assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
         assert "outside the vocabulary" in r.json()["error"]["message"]
+
+
+def test_a_forced_calls_schema_keeps_each_tools_defs_where_its_refs_point():
+    """Tool parameters made by pydantic carry $defs and "#/$defs/..." refs: under the call's schema they move to its
+    root, so the refs still resolve; two tools defining one name differently leave the call unconstrained."""
+    import jsonschema
+    from pydantic import BaseModel
+
+    from ninfer.engine.json_schema import JsonSchemaPrefix
+    from ninfer_server.generation import _strict_call
+
+    class Leg(BaseModel):
+        city: str
+        nights: int
+
+    class Trip(BaseModel):
+        legs: list[Leg]
+
+    params = Trip.model_json_schema()
+    assert "$defs" in params
+    tools = [{"type": "function", "function": {"name": "plan", "parameters": params}},
+             {"type": "function", "function": {"name": "noop"}}]
+    schema = _strict_call(tools, None)
+    call = {"name": "plan", "arguments": {"legs": [{"city": "Rome", "nights": 2}]}}
+    jsonschema.validate(call["arguments"], params)
+    p = JsonSchemaPrefix(schema)
+    assert p.feed(json.dumps(call).encode()) and p.complete
+    assert JsonSchemaPrefix(schema).feed(b'{"name": "noop", "arguments": {}}')
+    assert not JsonSchemaPrefix(schema).feed(b'{"name": "noop", "arguments": {"x": 1}}')  # no parameters: {}
+    other = {"$defs": {"Leg": {"type": "string"}}, "type": "object", "properties": {"leg": {"$ref": "#/$defs/Leg"}}}
+    assert _strict_call(tools + [{"type": "function", "function": {"name": "other", "parameters": other}}],
+                        None) is None

@@ -231,10 +231,20 @@ def _strict_call(tools: list[dict], name: str | None) -> dict | None:
 
     chosen = [t for t in tools if name is None or t["function"]["name"] == name]
     for tighten in (True, False):
-        calls = [{"type": "object", "required": ["name", "arguments"], "additionalProperties": False,
-                  "properties": {"name": {"const": t["function"]["name"]},
-                                 "arguments": _closed(t["function"].get("parameters"), tighten)}} for t in chosen]
-        schema = calls[0] if len(calls) == 1 else {"anyOf": calls}
+        calls, defs = [], {}
+        for t in chosen:
+            args = _call_arguments(t["function"].get("parameters"), tighten)
+            if isinstance(args, dict):  # a tool's $defs move to the call's root, where its "#/$defs/..." now point
+                for key in ("$defs", "definitions"):
+                    for k, v in (args.get(key) or {}).items():
+                        if defs.setdefault(key, {}).setdefault(k, v) != v:
+                            return None  # two tools define one name differently
+                args = {k: v for k, v in args.items() if k not in ("$defs", "definitions")}
+            calls.append({"type": "object", "required": ["name", "arguments"], "additionalProperties": False,
+                          "properties": {"name": {"const": t["function"]["name"]}, "arguments": args}})
+        schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), **defs}
+        if '"$ref": "#"' in json.dumps(schema):
+            return None  # a reference to a tool's own root would point at the call's
         try:
             check_schema(schema)
             return schema
@@ -243,7 +253,7 @@ def _strict_call(tools: list[dict], name: str | None) -> dict | None:
     return None
 
 
-def _closed(params, tighten: bool):
+def _call_arguments(params, tighten: bool):
     """A tool's parameters as the call is written: no parameters take the empty object; with ``tighten``, objects
     that list their properties take no others (as OpenAI's strict function calling has it). Every call so written
     is valid against the tool's own schema; a small model otherwise invents keys until max_tokens."""
