@@ -104,12 +104,7 @@ class Pattern:
         return frozenset(seen)
 
     def step(self, states: frozenset, cp: int) -> frozenset:
-        nxt = {t for s in states for ranges, t in self.edges[s] if _meets(ranges, cp, cp) and t in self.live}
-        return self.closure(nxt) if nxt else frozenset()
-
-    def alive(self, states: frozenset) -> bool:
-        """A match is still reachable (the string may end here if ``accepts``, or go on)."""
-        return any(s in self.live for s in states)
+        return self.step_range(states, cp, cp)
 
     def accepts(self, states: frozenset) -> bool:
         return self.accept in states
