@@ -45,6 +45,7 @@ class ScriptedLLM:
 
     def generate_stream(self, ids, params, cancel=None):
         self.prompts.append(self.tokenizer.decode(ids))
+        self.params = params
         for piece in self.script:
             if isinstance(piece, Exception):
                 raise piece
@@ -134,19 +135,29 @@ def test_thinking_can_be_turned_off_from_either_api(setup):
 def test_named_tool_choice_prefills_the_call_in_the_templates_form(setup, xml):
     llm, client = setup
     llm.xml = xml
+    # the XML form names the function in the prefill; the JSON form writes the whole call under the tool's schema
+    # (the name a const in it, the arguments its parameters; then </tool_call>: SamplingParams.json_then)
     llm.script = ["<parameter=city>\nOslo\n</parameter>\n</function>\n</tool_call>"] if xml else \
-        ['{"city": "Oslo"}}\n</tool_call>']
+        ['{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>']
+
+    def named_in_the_constraint(*names):
+        call = llm.params.json_schema
+        calls = call.get("anyOf", [call])
+        return (llm.params.json_then == "</tool_call>" and llm.prompts[-1].endswith("<tool_call>\n")
+                and [c["properties"]["name"]["const"] for c in calls] == list(names))
+
     r = _chat(client, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_weather"}}).json()
-    assert llm.prompts[-1].endswith("<function=get_weather>\n" if xml else '{"name": "get_weather", "arguments": ')
+    assert llm.prompts[-1].endswith("<function=get_weather>\n") if xml else named_in_the_constraint("get_weather")
     call = r["choices"][0]["message"]["tool_calls"][0]["function"]
     assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"city": "Oslo"}
-    # "required" with one tool: that tool is named in the prefill, so the call cannot name another
+    # "required" with one tool: that tool is named, so the call cannot name another
     _chat(client, tools=TOOLS, tool_choice="required")
-    assert llm.prompts[-1].endswith("<function=get_weather>\n" if xml else '{"name": "get_weather", "arguments": ')
+    assert llm.prompts[-1].endswith("<function=get_weather>\n") if xml else named_in_the_constraint("get_weather")
     two = TOOLS + [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
     llm.script = ['\n{"name": "get_time", "arguments": {}}\n</tool_call>']
     r = _chat(client, tools=two, tool_choice="required").json()
     assert llm.prompts[-1].endswith("<tool_call>\n")
+    assert xml or named_in_the_constraint("get_weather", "get_time")
     assert r["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_time"
 
 
