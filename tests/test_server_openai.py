@@ -431,3 +431,11 @@ def test_a_forced_calls_schema_keeps_each_tools_defs_where_its_refs_point():
     other = {"$defs": {"Leg": {"type": "string"}}, "type": "object", "properties": {"leg": {"$ref": "#/$defs/Leg"}}}
     assert _strict_call(tools + [{"type": "function", "function": {"name": "other", "parameters": other}}],
                         None) is None
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    assert _strict_call([{"type": "function", "function": {"name": "tree", "parameters": tree}}], None) is None
+    # a property named "properties" is a property, not the keyword: it is closed like any other object
+    odd = {"type": "object", "properties": {"properties": {"type": "object", "properties": {"a": {"type": "integer"}}}}}
+    schema = _strict_call([{"type": "function", "function": {"name": "odd", "parameters": odd}}], None)
+    inner = schema["properties"]["arguments"]
+    assert inner["additionalProperties"] is False and "additionalProperties" not in inner["properties"]
+    assert inner["properties"]["properties"]["additionalProperties"] is False

@@ -243,7 +243,7 @@ def _strict_call(tools: list[dict], name: str | None) -> dict | None:
             calls.append({"type": "object", "required": ["name", "arguments"], "additionalProperties": False,
                           "properties": {"name": {"const": t["function"]["name"]}, "arguments": args}})
         schema = {**(calls[0] if len(calls) == 1 else {"anyOf": calls}), **defs}
-        if '"$ref": "#"' in json.dumps(schema):
+        if _refers_to_root(schema):
             return None  # a reference to a tool's own root would point at the call's
         try:
             check_schema(schema)
@@ -267,14 +267,25 @@ def _call_arguments(params, tighten: bool):
             return [walk(v) for v in node]
         if not isinstance(node, dict):
             return node
-        out = {k: (walk(v) if k not in ("enum", "const", "default", "examples", "required") else v)
-               for k, v in node.items()}
+        out = {k: v if k in _DATA else {n: walk(x) for n, x in v.items()} if k in _NAMED and isinstance(v, dict)
+               else walk(v) for k, v in node.items()}
         if isinstance(node.get("properties"), dict):
-            out["properties"] = {k: walk(v) for k, v in node["properties"].items()}
             out.setdefault("additionalProperties", False)
         return out
 
     return walk(params)
+
+
+_DATA = ("enum", "const", "default", "examples", "required")  # JSON Schema keywords whose values are data
+_NAMED = ("properties", "$defs", "definitions")  # keywords whose values map names to schemas
+
+
+def _refers_to_root(node) -> bool:
+    if isinstance(node, list):
+        return any(_refers_to_root(v) for v in node)
+    if not isinstance(node, dict):
+        return False
+    return node.get("$ref") == "#" or any(_refers_to_root(v) for k, v in node.items() if k not in _DATA)
 
 
 def completion_plan(llm, prompt, params: SamplingParams) -> Plan:
