@@ -1,0 +1,209 @@
+"""The one-token int4 GEMV with its products on the integer tensor cores (bench/kernels/qmv_i8.cu: the token as
+16-bit fixed point a group, split into two signed bytes; codes unpacked to bytes with 3 ALU instructions a word; IMMA
+u8 x s8) against main's qmv1 (bf16 dequantisation, HMMA), on the Qwen3.5-27B shapes. Each is timed reading its weight
+from memory and with its products alone (-DQMV_DIAG=3 / -DI8_DIAG=3: every burst is the warp's first again, from
+L1): on the H200, qmv1's products alone take about as long as its weight takes to stream (bench/RESULTS.md, sessions
+16 and 21), so the time of the products alone is the figure this form is meant to cut.
+
+    python bench/qmv_i8.py                      # on a GPU: check, then time
+    python bench/qmv_i8.py --check-layout       # here (CPU): the k order of xq against pack_tiles' codes
+    python bench/qmv_i8.py --precompile sm_90   # here: compile the builds into NINFER_KERNEL_CACHE
+
+The token's fixed-point form is made here by torch (not timed; a kernel of its own, or the producer's epilogue, would
+make it in the engine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+
+GROUP = 128
+SHAPES = [(34816, 5120, "gate_up"), (5120, 17408, "down"), (12288, 5120, "gdn in_proj"), (5120, 6144, "attn o")]
+BUILDS = ["", "-DI8_DIAG=3"]
+PERM = (0, 2, 1, 3)
+
+
+def source() -> Path:
+    from ninfer.quant import gpu
+
+    text = gpu.SOURCE.read_text() + "\n" + (HERE / "kernels" / "qmv_i8.cu").read_text()
+    p = Path(os.environ.get("NINFER_KERNEL_CACHE", "/tmp")) / "qmv_i8_full.cu"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if not p.exists() or p.read_text() != text:
+        p.write_text(text)
+    return p
+
+
+def extra(defs: str) -> tuple[str, ...]:
+    return ("-DQM_BENCH_ONLY",) + tuple(defs.split())
+
+
+def k_order(k: int, device=None) -> torch.Tensor:
+    """xq's k index [K / 64, 4 (t), 4 (i), 4 (j)]: 64 c + 32 (i >> 1) + 8 t + 4 (i & 1) + PERM[j]."""
+    c = torch.arange(k // 64, device=device).view(-1, 1, 1, 1)
+    t = torch.arange(4, device=device).view(1, -1, 1, 1)
+    i = torch.arange(4, device=device).view(1, 1, -1, 1)
+    j = torch.tensor(PERM, device=device).view(1, 1, 1, -1)
+    return 64 * c + 32 * (i >> 1) + 8 * t + 4 * (i & 1) + j
+
+
+def fixed_point(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One token x [K] -> (xq int8 [2, K] in k_order, xg int32 [groups, 2] = (sx bits, sum of q), q [K] int32):
+    q = round(x / sx) with |q| <= 127 * 256 a group, x ~ sx q, q = 256 hi + lo with hi, lo signed bytes."""
+    k = x.numel()
+    xf = x.float().view(-1, group)
+    sx = xf.abs().amax(-1, keepdim=True) / (127 * 256)
+    sx = torch.where(sx > 0, sx, torch.ones_like(sx))
+    q = torch.round(xf / sx).clamp(-127 * 256, 127 * 256).to(torch.int32)
+    hi = torch.div(q + 128, 256, rounding_mode="floor")
+    lo = q - 256 * hi
+    order = k_order(k, x.device).flatten()
+    xq = torch.stack([hi.flatten()[order], lo.flatten()[order]]).to(torch.int8).contiguous()
+    xg = torch.stack([sx.flatten().view(torch.int32), q.sum(-1)], -1).to(torch.int32).contiguous()
+    return xq, xg, q.flatten()
+
+
+def check_layout(n: int = 48, k: int = 256) -> None:
+    """The codes each lane's bytes hold, read as qmv_i8.cu reads them (low nibble of byte j of word i: row g; high:
+    row g + 8; k as k_order), against the codes pack_tiles was given."""
+    from ninfer.quant.layout import QuantWeight, codes_of, pack_tiles
+
+    torch.manual_seed(0)
+    w = QuantWeight(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8), torch.ones(n, k // GROUP).half(), 4, GROUP, k)
+    codes = codes_of(w)[:, :k]
+    packed = pack_tiles(w).qweight.view(-1, k // 64, 8, 4, 4, 4)  # tiles, chunks, g, t, word i, byte j
+    order = k_order(k)  # [c, t, i, j]
+    got = torch.full((packed.shape[0] * 16, k), -1, dtype=torch.int64)
+    for tile in range(packed.shape[0]):
+        for g in range(8):
+            for t in range(4):
+                ks = order[:, t].reshape(-1)
+                by = packed[tile, :, g, t].reshape(-1).long()
+                got[16 * tile + g, ks] = by & 15
+                got[16 * tile + g + 8, ks] = by >> 4
+    ok = torch.equal(got[:n], codes.long())
+    print(f"layout check ({n}x{k}): {'codes match' if ok else 'MISMATCH'}")
+    if not ok:
+        raise SystemExit(1)
+
+
+_mods: dict = {}
+
+
+def module(dev, defs: str):
+    from ninfer.kernels.launch import Module
+    from ninfer.quant import gpu
+
+    if defs not in _mods:
+        major, minor = torch.cuda.get_device_capability(dev)
+        arch = f"sm_{major}{minor}"
+        _mods[defs] = Module(gpu.compile_for(arch, extra=extra(defs), source=source()), dev.index or 0,
+                             label="qmv-i8", pdl_arch=arch)
+    return _mods[defs]
+
+
+def timed(fn, copies: int, iters: int) -> float:
+    """Microseconds a launch: fn(i) for the weight copies i cycled in one CUDA graph, best of 5 timed runs."""
+    for i in range(copies):
+        fn(i)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(copies * 4):
+            fn(i % copies)
+    g.replay()
+    torch.cuda.synchronize()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(5):
+        t0.record()
+        for _ in range(iters):
+            g.replay()
+        t1.record()
+        torch.cuda.synchronize()
+        best = min(best, t0.elapsed_time(t1) * 1e3 / (iters * copies * 4))
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--builds", default=",".join(BUILDS), help="builds of the kernel, comma-separated -D options")
+    ap.add_argument("--precompile", default=None, help="an arch (sm_90): compile the builds here and stop")
+    ap.add_argument("--check-layout", action="store_true")
+    ap.add_argument("--iters", type=int, default=20)
+    args = ap.parse_args()
+    defs = [d.strip() for d in args.builds.split(",")]
+    from ninfer.quant import gpu
+
+    if args.check_layout:
+        check_layout()
+        return
+    if args.precompile:
+        for d in defs:
+            gpu.compile_for(args.precompile, extra=extra(d), source=source())
+            print(f"compiled {d!r}", flush=True)
+        return
+    from decode import copy_bandwidth
+    from quant import random_quant
+
+    from ninfer.quant.layout import dequantize
+
+    dev = torch.device("cuda")
+    bw = copy_bandwidth()
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, copy bandwidth {bw / 1e12:.2f} TB/s",
+          flush=True)
+    torch.manual_seed(0)
+    print("| shape | kernel | rel err vs fp32 ref | vs qmv1 | us | of copy bw | products alone us |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for n, k, label in SHAPES:
+        copies = max(2, -(-300 * 2**20 // (n * k // 2)))  # more bytes than L2 holds, cycled
+        ws_ = [gpu.prepare(random_quant(n, k, 4, GROUP, device="cuda")) for _ in range(copies)]
+        nbytes = ws_[0].qweight.numel() + gpu.tile_params(ws_[0])[0].numel() * 4
+        x = (torch.randn(1, k, device=dev) * 0.5).to(torch.bfloat16)
+        x[0, :: 97] *= 20  # a few outliers, as real activations have
+        ref = (x.float() @ dequantize(ws_[0], torch.float32).T).flatten()
+        gpu.BENCH_EXTRA = ()
+        y_main = gpu.quant_linear(x, ws_[0]).float().flatten()
+        err_main = ((y_main - ref).norm() / ref.norm()).item()
+        t_main = timed(lambda i, ws_=ws_, x=x: gpu.quant_linear(x, ws_[i]), copies, args.iters)
+        gpu.BENCH_EXTRA = ("-DQMV_DIAG=3",)
+        t_main_p = timed(lambda i, ws_=ws_, x=x: gpu.quant_linear(x, ws_[i]), copies, args.iters)
+        gpu.BENCH_EXTRA = ()
+        print(f"| {label} {n}x{k} | qmv1 (main; peer) | {err_main:.2e} | - | {t_main:.1f} | "
+              f"{nbytes / (t_main * 1e-6) / bw:.3f} | {t_main_p:.1f} |", flush=True)
+        xq, xg, _ = fixed_point(x.flatten(), GROUP)
+        tiles = -(-n // 16)
+        sp, _ = gpu.tile_params(ws_[0])
+        warps = gpu.qmv_warps(gpu._module(dev)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,
+                              dev)
+        times = {}
+        for d in defs:
+            kern = module(dev, d)["qmvi8_bf16_sf16_b4_sym"]
+            y = torch.zeros(1, n, dtype=torch.bfloat16, device=dev)
+
+            def launch(i, kern=kern, y=y):
+                kern((tiles,), (warps * 32,), ws_[i].qweight, gpu.tile_params(ws_[i])[0], xq, xg, y, n, k)
+
+            launch(0)
+            torch.cuda.synchronize()
+            yf = y.float().flatten()
+            times[d] = timed(launch, copies, args.iters)
+            if not d:
+                err_ref = ((yf - ref).norm() / ref.norm()).item()
+                err_m = ((yf - y_main).norm() / y_main.norm()).item()
+        print(f"| {label} {n}x{k} | int8 tensor cores ({warps} warps a tile) | {err_ref:.2e} | {err_m:.2e} | "
+              f"{times[defs[0]]:.1f} | {nbytes / (times[defs[0]] * 1e-6) / bw:.3f} | "
+              f"{times.get('-DI8_DIAG=3', float('nan')):.1f} |", flush=True)
+        del ws_
+
+
+if __name__ == "__main__":
+    main()
