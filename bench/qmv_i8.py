@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 
 GROUP = 128
 SHAPES = [(34816, 5120, "gate_up"), (5120, 17408, "down"), (12288, 5120, "gdn in_proj"), (5120, 6144, "attn o")]
-BUILDS = ["", "-DI8_DIAG=3"]
+BUILDS = [""]  # each also with -DI8_DIAG=3 (its products alone); "@wN": N warps a tile
 PERM = (0, 2, 1, 3)
 
 
@@ -148,8 +148,10 @@ def main():
         return
     if args.precompile:
         for d in defs:
-            gpu.compile_for(args.precompile, extra=extra(d), source=source())
-            print(f"compiled {d!r}", flush=True)
+            opts = " ".join(o for o in d.split() if not o.startswith("@w"))
+            for diag in ("", " -DI8_DIAG=3"):
+                gpu.compile_for(args.precompile, extra=extra((opts + diag).strip()), source=source())
+            print(f"compiled {opts!r}", flush=True)
         return
     from decode import copy_bandwidth
     from quant import random_quant
@@ -181,27 +183,28 @@ def main():
               f"{nbytes / (t_main * 1e-6) / bw:.3f} | {t_main_p:.1f} |", flush=True)
         xq, xg, _ = fixed_point(x.flatten(), GROUP)
         tiles = -(-n // 16)
-        sp, _ = gpu.tile_params(ws_[0])
-        warps = gpu.qmv_warps(gpu._module(dev)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,
-                              dev)
-        times = {}
+        plan = gpu.qmv_warps(gpu._module(dev)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,
+                             dev)
         for d in defs:
-            kern = module(dev, d)["qmvi8_bf16_sf16_b4_sym"]
-            y = torch.zeros(1, n, dtype=torch.bfloat16, device=dev)
+            opts = " ".join(o for o in d.split() if not o.startswith("@w"))
+            warps = next((int(o[2:]) for o in d.split() if o.startswith("@w")), plan)
+            row = []
+            for diag in ("", " -DI8_DIAG=3"):
+                kern = module(dev, (opts + diag).strip())["qmvi8_bf16_sf16_b4_sym"]
+                y = torch.zeros(1, n, dtype=torch.bfloat16, device=dev)
 
-            def launch(i, kern=kern, y=y):
-                kern((tiles,), (warps * 32,), ws_[i].qweight, gpu.tile_params(ws_[i])[0], xq, xg, y, n, k)
+                def launch(i, kern=kern, y=y, warps=warps):
+                    kern((tiles,), (warps * 32,), ws_[i].qweight, gpu.tile_params(ws_[i])[0], xq, xg, y, n, k)
 
-            launch(0)
-            torch.cuda.synchronize()
-            yf = y.float().flatten()
-            times[d] = timed(launch, copies, args.iters)
-            if not d:
-                err_ref = ((yf - ref).norm() / ref.norm()).item()
-                err_m = ((yf - y_main).norm() / y_main.norm()).item()
-        print(f"| {label} {n}x{k} | int8 tensor cores ({warps} warps a tile) | {err_ref:.2e} | {err_m:.2e} | "
-              f"{times[defs[0]]:.1f} | {nbytes / (times[defs[0]] * 1e-6) / bw:.3f} | "
-              f"{times.get('-DI8_DIAG=3', float('nan')):.1f} |", flush=True)
+                launch(0)
+                torch.cuda.synchronize()
+                yf = y.float().flatten()
+                row.append(timed(launch, copies, args.iters))
+                if not diag:
+                    err_ref = ((yf - ref).norm() / ref.norm()).item()
+                    err_m = ((yf - y_main).norm() / y_main.norm()).item()
+            print(f"| {label} {n}x{k} | int8 tensor cores `{opts or 'default'}`, {warps} warps a tile | {err_ref:.2e} | "
+                  f"{err_m:.2e} | {row[0]:.1f} | {nbytes / (row[0] * 1e-6) / bw:.3f} | {row[1]:.1f} |", flush=True)
         del ws_
 
 

@@ -23,6 +23,12 @@
 #ifndef I8_MAXREG
 #define I8_MAXREG 64
 #endif
+#ifndef I8_PIPE  // 1: the next burst's weights are loaded before this burst's products
+#define I8_PIPE 0
+#endif
+#ifndef I8_SPLIT  // 1: each chunk's two IMMAs sum into their own accumulators (no chain across a group's chunks)
+#define I8_SPLIT 0
+#endif
 
 namespace ninfer {
 namespace i8 {
@@ -53,46 +59,58 @@ extern "C" __global__ void __maxnreg__(I8_MAXREG) qmvi8_bf16_sf16_b4_sym(const u
     const uint4 *xl = xq + (i64)(g & 1) * nchunk * 4 + t;  // hi for even g (B's even columns), lo for odd
     uint4 wv[B];
     unsigned sv[GPB];
-    auto fetch = [&](int b) {
-        const uint4 *wb = Wt + (i64)(I8_DIAG == 3 ? warp : b) * B * 32;
+    const i64 wstep = (i64)warps * B * 32;  // uint4s from one of this warp's bursts to its next
+    auto fetch = [&](const uint4 *wb, int b) {
+        if (I8_DIAG == 3) wb = Wt + (i64)warp * B * 32;
 #pragma unroll
         for (int u = 0; u < B; u++) {
             if (I8_DIAG == 3) qm_load_x(wv[u], wb + u * 32, true);
             else qm_load_w(wv[u], wb + u * 32, true);
         }
+        const unsigned *sb = St + b * GPB * 8;
 #pragma unroll
-        for (int q = 0; q < GPB; q++) sv[q] = __ldg(St + (b * GPB + q) * 8);
+        for (int q = 0; q < GPB; q++) sv[q] = __ldg(sb + q * 8);
     };
 #pragma unroll
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
-    if (b < nburst) fetch(b);
+    const uint4 *wb = Wt + (i64)warp * B * 32;
+    const uint4 *xb = xl + warp * B * 4;
+    const int2 *gb = xg + warp * GPB;
+    if (b < nburst) fetch(wb, b);
     pdl_stream_enter();
     float acc0 = 0.f, acc2 = 0.f;
-    for (; b < nburst; b += warps) {
-        if (b != warp) fetch(b);
+    for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * GPB) {
+        if (!I8_PIPE && b != warp) fetch(wb, b);
         uint4 wc[B];
         unsigned sc[GPB];
 #pragma unroll
         for (int u = 0; u < B; u++) wc[u] = wv[u];
 #pragma unroll
         for (int q = 0; q < GPB; q++) sc[q] = sv[q];
+        if (I8_PIPE && b + warps < nburst) fetch(wb + wstep, b + warps);
 #pragma unroll
         for (int q = 0; q < GPB; q++) {
-            int d[4] = {0, 0, 0, 0};
+            int d[CPG][4];
+#pragma unroll
+            for (int u = 0; u < CPG; u++) d[u][0] = d[u][1] = d[u][2] = d[u][3] = 0;
 #pragma unroll
             for (int u = q * CPG; u < (q + 1) * CPG; u++) {
-                const int c = b * B + u;
                 uint4 xv;
-                qm_load_x(xv, xl + c * 4, true);
+                qm_load_x(xv, xb + u * 4, true);
                 const uint4 w = wc[u];
                 const unsigned m = 0x0F0F0F0Fu;
-                i8::imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
-                i8::imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
+                int (&dd)[4] = d[I8_SPLIT ? u - q * CPG : 0];
+                i8::imma(dd, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
+                i8::imma(dd, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
             }
-            const int2 gx = __ldg(xg + b * GPB + q);
+#pragma unroll
+            for (int u = 1; u < (I8_SPLIT ? CPG : 1); u++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) d[0][e] += d[u][e];
+            const int2 gx = __ldg(gb + q);
             const float sx = __int_as_float(gx.x);
-            const int v0 = d[0] * 256 + d[1] - 8 * gx.y, v2 = d[2] * 256 + d[3] - 8 * gx.y;
+            const int v0 = d[0][0] * 256 + d[0][1] - 8 * gx.y, v2 = d[0][2] * 256 + d[0][3] - 8 * gx.y;
             acc0 = fmaf(qm_scale(sc[q] & 0xFFFFu, (const __half *)nullptr) * sx, (float)v0, acc0);
             acc2 = fmaf(qm_scale_hi(sc[q], (const __half *)nullptr) * sx, (float)v2, acc2);
         }
