@@ -181,6 +181,20 @@ def main():
         gpu.BENCH_EXTRA = ()
         print(f"| {label} {n}x{k} | qmv1 (main; peer) | {err_main:.2e} | - | {t_main:.1f} | "
               f"{nbytes / (t_main * 1e-6) / bw:.3f} | {t_main_p:.1f} |", flush=True)
+        from ninfer.quant import fixed
+
+        xf = x.clone()  # main's qmv1f: the same token with its fixed-point form attached, as the norm attaches it
+        xq_, xg_ = fixed.fixed_point(xf.flatten())
+        setattr(xf, fixed.FIXED_ATTR, (xq_, xg_, xf._version))
+        y_f = gpu.quant_linear(xf, ws_[0]).float().flatten()
+        err_f = ((y_f - ref).norm() / ref.norm()).item()
+        t_f = timed(lambda i, ws_=ws_, xf=xf: gpu.quant_linear(xf, ws_[i]), copies, args.iters)
+        gpu.BENCH_EXTRA = ("-DQMV_DIAG=3",)
+        t_f_p = timed(lambda i, ws_=ws_, xf=xf: gpu.quant_linear(xf, ws_[i]), copies, args.iters)
+        gpu.BENCH_EXTRA = ()
+        print(f"| {label} {n}x{k} | qmv1f (main, fixed point) | {err_f:.2e} | "
+              f"{((y_f - y_main).norm() / y_main.norm()).item():.2e} | {t_f:.1f} | "
+              f"{nbytes / (t_f * 1e-6) / bw:.3f} | {t_f_p:.1f} |", flush=True)
         xq, xg, _ = fixed_point(x.flatten(), GROUP)
         tiles = -(-n // 16)
         plan = gpu.qmv_warps(gpu._module(dev)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,
@@ -193,7 +207,7 @@ def main():
                 kern = module(dev, (opts + diag).strip())["qmvi8_bf16_sf16_b4_sym"]
                 y = torch.zeros(1, n, dtype=torch.bfloat16, device=dev)
 
-                def launch(i, kern=kern, y=y, warps=warps):
+                def launch(i, kern=kern, y=y, warps=warps, ws_=ws_, tiles=tiles, xq=xq, xg=xg, n=n, k=k):
                     kern((tiles,), (warps * 32,), ws_[i].qweight, gpu.tile_params(ws_[i])[0], xq, xg, y, n, k)
 
                 launch(0)

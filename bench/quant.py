@@ -132,6 +132,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "persistent blocks, 96 registers": dict(split=(16,), extra=("-DQMV_PERSIST=1", "-DQMV_MAXREG4=96")),
     # session 16, e2e only: the default kernels with some of the decode step's other ops replaced by ones that launch
     # nothing (outputs wrong; as bench/whatif.py does for bf16 models): what they cost a quantised step at most
+    # session 23: one token of int4 in 16-bit fixed point on the integer tensor cores (qmv1f*, the norms making the
+    # form) is the default; this is qmv1's bf16 dequantisation (the norms still write the form, unread)
+    "int4 one token in bf16 (before qmv1f)": dict(split=(16,), qmv1f=False),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -155,6 +158,7 @@ def variant(label: str):
     gpu.QMV1 = v.get("qmv1", True)
     gpu.QMV1S = v.get("qmv1s", True)
     gpu.QMV1G = v.get("qmv1g", True)
+    gpu.QMV1F = v.get("qmv1f", True)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

@@ -738,3 +738,172 @@ def test_persistent_burst_kernel_with_gdn_in_is_bit_for_bit_the_default(dtype, g
         got.append((*out, win))
     for name, a, b in zip(("conv output", "z", "g", "beta", "conv window"), *got):
         assert torch.equal(a, b), name
+
+
+def _with_fixed(x):
+    """x [1, K] with the fixed-point form of ninfer.quant.fixed attached as the norm attaches it (the Python
+    reference of the form, not the norm kernel)."""
+    from ninfer.quant import fixed
+
+    xq, xg = fixed.fixed_point(x.flatten())
+    setattr(x, fixed.FIXED_ATTR, (xq, xg, x._version))
+    return x
+
+
+def _spy_fixed(monkeypatch):
+    """The calls to gpu._fixed_form and whether each served (the qmv1f* kernels launched)."""
+    from ninfer.quant import gpu
+
+    served, real = [], gpu._fixed_form
+
+    def spy(x, w):
+        f = real(x, w)
+        served.append(f is not None)
+        return f
+
+    monkeypatch.setattr(gpu, "_fixed_form", spy)
+    return served
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("group,sym", [(128, True), (128, False), (256, True), (512, False)])
+@pytest.mark.parametrize("n,k", [(4096, 4096), (2560, 5120), (1000, 1024), (5120, 17408), (12288, 5120)])
+def test_fixed_point_burst_kernel_matches_float32(dtype, tol, scale_dtype, group, sym, n, k, monkeypatch):
+    """qmv1f: one token in the 16-bit fixed point of ninfer.quant.fixed, int4 codes multiplied on the integer tensor
+    cores: against x @ dequant(W)^T in float32 (and within float rounding of the fixed-point values' own product).
+    Rows not a multiple of 16, zero points, groups of 128-512. Outputs poisoned. A row changed in place after its
+    form was made takes qmv1 instead."""
+    from ninfer.quant import fixed, gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(n, k, 4, group, sym, scale_dtype, n + k + group))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    x[0, ::97] *= 30  # outliers, as real activations have
+    served = _spy_fixed(monkeypatch)
+    _poison()
+    y = gpu.quant_linear(_with_fixed(x), q).float()
+    assert served == [True]
+    W = dequantize(q).double()
+    want = (x.double() @ W.t()).flatten()
+    exact = (fixed.dequantize(*fixed.fixed_point(x.flatten())).double() @ W.t()).flatten()
+    err = (y.flatten().double() - want).norm() / want.norm()
+    assert err < tol, f"relative L2 error {err:.2e}"
+    assert ((y.flatten().double() - exact).abs() <= exact.abs() * 2 ** -7 + 1e-3 * exact.abs().max()).all()
+    x.mul_(1.0)  # in place: the attached form is stale now
+    y2 = gpu.quant_linear(x, q)
+    assert served == [True, False] and ((y2.float() - y).norm() / y.norm()) < tol
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("group,sym", [(128, True), (256, False)])
+@pytest.mark.parametrize("inter,k", [(4096, 4096), (17408, 5120), (1024, 1024)])
+def test_fixed_point_burst_kernel_with_swiglu(dtype, scale_dtype, group, sym, inter, k, monkeypatch):
+    """qmv1sf: the SwiGLU form with the token in fixed point: bit for bit silu_mul of qmv1f's projection, and
+    against float32."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+    from ninfer.reference import ops as ref
+
+    q = gpu.prepare(_tiled_case(2 * inter, k, 4, group, sym, scale_dtype, inter + k))
+    x = _with_fixed(torch.randn(1, k, device="cuda").to(dtype))
+    served = _spy_fixed(monkeypatch)
+    _poison()
+    y = gpu.quant_linear_silu_mul(x, q)
+    assert y is not None and served == [True]
+    _poison()
+    assert torch.equal(y, ref.silu_mul(gpu.quant_linear(x, q))) and served == [True, True]
+    want = ref.silu_mul(x.float() @ dequantize(q).t())
+    assert ((y.float() - want).norm() / want.norm()) < 1e-2
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("group,sym", [(128, True), (128, False)])
+@pytest.mark.parametrize("hidden,conv_dim,z_dim,heads", [(5120, 10240, 6144, 48), (1024, 512, 256, 8)])
+def test_fixed_point_burst_kernel_with_gdn_in(dtype, group, sym, hidden, conv_dim, z_dim, heads, monkeypatch):
+    """qmv1gf: the Gated DeltaNet input form with the token in fixed point: bit for bit qmv1f's projection, then the
+    sm90 backend's conv update and gate kernels, and within bf16 rounding of the float32 reference."""
+    from ninfer.ops import DeviceSpec, resolve
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+    from ninfer.reference import gdn as ref
+
+    n = conv_dim + z_dim + 2 * heads
+    q = gpu.prepare(_tiled_case(n, hidden, 4, group, sym, torch.bfloat16, n + hidden))
+    ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
+    x = _with_fixed((torch.randn(1, hidden, device="cuda") * 2).to(dtype))
+    cw = (torch.randn(conv_dim, 4, device="cuda") * 0.5).to(dtype)
+    window = torch.randn(conv_dim, 3, device="cuda")
+    A_log = torch.empty(heads, device="cuda").uniform_(0, 16).log()
+    dt_bias = torch.randn(heads, device="cuda")
+    w2, w3 = window.clone(), window.clone()
+    served = _spy_fixed(monkeypatch)
+    mixed, z_want, b, a = gpu.quant_linear(x, q).split([conv_dim, z_dim, heads, heads], dim=-1)
+    y_want, _ = ops.causal_conv1d_update(mixed, cw, None, w2, out_state=w2)
+    g_want, beta_want = ops.gdn_gates(a, b, A_log, dt_bias)
+    ref_out = ref.gdn_in_proj(x.float(), dequantize(q), cw.float(), w3, A_log, dt_bias, conv_dim, z_dim)
+    _poison()
+    out = gpu.quant_gdn_in_proj(x, q, cw, window, A_log, dt_bias, conv_dim, z_dim)
+    assert out is not None and served == [True, True]
+    for name, got, want, r in zip(("conv output", "z", "g", "beta", "conv window"), (*out, window),
+                                  (y_want, z_want, g_want, beta_want, w2), (*ref_out, w3)):
+        assert torch.equal(got, want), f"{name} differs from the projection + conv + gate kernels'"
+        err = (got.float() - r.float()).norm() / r.float().norm()
+        assert err < 1e-2, f"{name}: relative L2 error {err:.2e} against the float32 reference"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("zc", [False, True])
+@pytest.mark.parametrize("H", [384, 1024, 4096, 5120])
+def test_norm_writes_the_fixed_point_form(dtype, zc, H):
+    """add_rms_norm(..., fixed=True) on one row: the normed row as before, and bit for bit ninfer.quant.fixed's form
+    of it attached (H = 384: a block with a partly filled warp); several rows attach nothing."""
+    from ninfer.ops import DeviceSpec, resolve
+    from ninfer.quant import fixed
+
+    ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
+    x = torch.randn(1, H, device="cuda").to(dtype)
+    r = torch.randn(1, H, device="cuda").to(dtype)
+    w = (torch.rand(H, device="cuda") + 0.5).to(dtype)
+    w[::50] = 8  # a few outliers in the normed row
+    y0, h0 = ops.add_rms_norm(x, r, w, 1e-6, zc)
+    y, h = ops.add_rms_norm(x, r, w, 1e-6, zc, fixed=True)
+    assert torch.equal(y, y0) and torch.equal(h, h0) and fixed.attached(y0) is None
+    got = fixed.attached(y)
+    assert got is not None and got[2] == y._version
+    xq, xg = fixed.fixed_point(y.flatten())
+    assert torch.equal(got[0], xq) and torch.equal(got[1], xg)
+    y2, _ = ops.add_rms_norm(torch.cat([x, x]), torch.cat([r, r]), w, 1e-6, zc, fixed=True)
+    assert fixed.attached(y2) is None
+
+
+def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
+    """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers), int4 g128: every decode step's
+    norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it; greedy tokens as with
+    it off (NINFER_QMV1F=0's path), logits within bf16 rounding of them; CUDA graph replay gives the eager logits."""
+    import random_model as rm
+    from quant import quant_model
+
+    from ninfer.quant import gpu
+
+    graphed, weights = quant_model("qwen3.5-27b", 4, 4)
+    eager, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
+    plain, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
+    eager.graphs = plain.graphs = None
+    ids = torch.randint(0, graphed.cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(7)).tolist()
+    served = _spy_fixed(monkeypatch)
+    out = {}
+    for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain)):
+        monkeypatch.setattr(gpu, "QMV1F", name != "plain")
+        served.clear()
+        logits = [r.prefill(ids)]
+        for _ in range(6):
+            logits.append(r.decode(int(logits[-1].argmax())))
+        out[name] = torch.stack([lg.float().flatten() for lg in logits])
+        if name == "eager":
+            assert sum(served) == 6 * (4 + 3), served  # gate_up x 4; layers 1-3's mixer input (layer 0 has no add)
+    assert torch.equal(out["graphed"], out["eager"])
+    assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
+    err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()
+    assert 0 < err < 2e-2, err

@@ -12,6 +12,7 @@ import os
 
 import torch
 
+from ..quant.fixed import FIXED_ATTR
 from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
@@ -42,7 +43,9 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
     def aligned(*ts) -> bool:
         return all(t.data_ptr() % 16 == 0 for t in ts)
 
-    def add_rms_norm(x, residual, weight, eps, zero_centered=False):
+    def add_rms_norm(x, residual, weight, eps, zero_centered=False, fixed=False):
+        """fixed: for one row (H % 128 == 0), the normed row is also written in the 16-bit fixed point of the
+        quantised one-token GEMV (ninfer.quant.fixed), attached to the returned row as ``FIXED_ATTR``."""
         s = suffix(x, "add_rms_norm")
         H = x.shape[-1]
         if (s is None or residual.dtype != x.dtype or weight.dtype != x.dtype or residual.shape != x.shape
@@ -60,8 +63,15 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         if "-DNINFER_NORM_TWO_PASS" in lib.options:  # measurements only: the former kernel (common.cuh)
             threads = min(256, max(32, threads))
         name = f"add_rms_norm_zc_{s}" if zero_centered else f"add_rms_norm_{s}"
-        lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps))
-        return y.view(x.shape), h.view(x.shape)
+        xq = xg = None
+        if fixed and rows == 1 and H % 128 == 0 and "-DNINFER_NORM_TWO_PASS" not in lib.options:
+            xq = torch.empty(2 * H, dtype=torch.int8, device=x.device)
+            xg = torch.empty(H // 128, 2, dtype=torch.int32, device=x.device)
+        lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg)
+        y = y.view(x.shape)
+        if xq is not None:
+            setattr(y, FIXED_ATTR, (xq, xg, y._version))  # (a later in-place change of y makes it stale)
+        return y, h.view(x.shape)
 
     def unfused_rope_write_kv(q, k, v, positions, cos_sin, k_cache, v_cache, slots, q_norm, k_norm, eps, zc):
         if q_norm is not None:

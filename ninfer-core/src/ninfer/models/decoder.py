@@ -26,6 +26,7 @@ class DecoderBlock:
         self.mixer = MIXERS[t](cfg, ops, layer_idx, kv_idx)
         self.post_norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
         self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias)
+        self.fixed_planned = False
 
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         h, mlp_out = self.deferred(x, None, ctx)
@@ -35,12 +36,24 @@ class DecoderBlock:
         """The block with its last residual add left to the caller: (h, mlp_out), the block's output being
         h + mlp_out. ``pending``: the previous block's mlp_out, not yet added to x; this block's input norm adds
         it (add_rms_norm: one kernel instead of an add and a norm)."""
+        if not self.fixed_planned and x.shape[0] == 1:  # at the first one-token step: weights repacked by then
+            self.plan_fixed(x)
         if pending is None:
             a = self.input_norm(x)
         else:
             a, x = self.input_norm.add_and_norm(pending, x)
         normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x)  # h = x + mixer out
         return h, self.mlp(normed)
+
+    def plan_fixed(self, x: torch.Tensor) -> None:
+        """Each norm also writes its row in the fixed-point form of the int4 one-token GEMV (ninfer.quant.fixed)
+        where a weight that reads it takes that form: the mixer's input projections, the MLP's gate_up."""
+        from ..quant.fixed import serves
+
+        reads = [v.weight for v in vars(self.mixer).values() if isinstance(v, Linear) and v.in_features == x.shape[-1]]
+        self.input_norm.fixed = x.is_cuda and any(serves(w) for w in reads)
+        self.post_norm.fixed = x.is_cuda and serves(self.mlp.gate_up.weight)
+        self.fixed_planned = True
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         src = {"input_norm.weight": [f"{prefix}.input_layernorm.weight"],

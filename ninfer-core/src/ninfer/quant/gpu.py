@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from . import fixed
 from .layout import TILE_ROWS, QuantWeight, dequantize, pack_tiles, tile_chunk
 
 SOURCE = Path(__file__).parent / "kernels" / "qgemv.cu"
@@ -67,6 +68,9 @@ QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "o
 QMV1S: bool = os.environ.get("NINFER_QMV1S", "1").lower() not in ("0", "false", "off")  # SwiGLU in qmv1's epilogue
 # A Gated DeltaNet layer's conv update and gates in the epilogue of its one-token input projection (qmv1g_*)
 QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", "off")
+# One token of an int4 weight with its activations in 16-bit fixed point, multiplied on the integer tensor cores
+# (qmv1f / qmv1sf / qmv1gf, ninfer.quant.fixed): taken where the norm before the GEMV attached that form to its row.
+QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -356,6 +360,16 @@ def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[
     return min(tiles, _persist_grids[key]), smem
 
 
+def _fixed_form(x: torch.Tensor, w: QuantWeight):
+    """(xq, xg) where the fixed-point kernels serve one token x with w: the form the norm attached to x (unchanged
+    since), an int4 tiled weight with groups of whole 128-k runs and no column permutation; else None."""
+    f = fixed.attached(x)
+    if (f is None or not QMV1F or x._version != f[2] or w.bits != 4 or w.packing != "tiles16" or w.perm is not None
+            or w.group_size % fixed.GROUP or f[0].shape[-1] != w.in_features or f[0].device != x.device):
+        return None
+    return f[0], f[1]
+
+
 def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):
     """What the one-launch forms of qmv1 (qmv1s, qmv1g) share: None where they cannot serve one token x with w; else
     (x as one 16-byte-aligned row, the tile scales and zero points, the tiles, the plain qmv1 launch's warps a tile for
@@ -388,6 +402,10 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
         return None
     x2, sp, zp, tiles, warps, mod, sfx = form
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
+    fx = _fixed_form(x, w)
+    if fx is not None:
+        mod["qmv1sf" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size)
+        return y
     kernel = mod["qmv1s" + sfx]
     grid, smem = qmv1_grid(kernel, tiles // 2, 2 * warps * 32, k, w.bits, BENCH_EXTRA, x.device)
     kernel((grid,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, smem=smem)
@@ -420,6 +438,11 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)
     g = torch.empty(1, H, dtype=f32, device=x.device)
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
+    fx = _fixed_form(x, w)
+    if fx is not None:
+        mod["qmv1gf" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size,
+                            conv_weight, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
+        return y[:, :conv_dim], y[:, conv_dim:], g, beta
     kernel = mod["qmv1g" + sfx]
     grid, smem = qmv1_grid(kernel, tiles, warps * 32, k, w.bits, BENCH_EXTRA, x.device)
     kernel((grid,), (warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, conv_weight, conv_state, A_log,
@@ -487,11 +510,17 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         extra = tuple(extra) + BENCH_EXTRA
         qw = 1 if t == 1 else 8 if t <= 8 else 16
         if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
-            kernel = _module(x.device, extra)[qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)]
+            name = qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)
+            kernel = _module(x.device, extra)[name]
             args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
             if (n, k, w.bits) not in CONFIG_OVERRIDE:
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
             threads = (QMV_WARPS or warps) * 32
+            fx = _fixed_form(x, w) if t == 1 else None
+            if fx is not None:  # the same warps a tile as qmv1 (and its SwiGLU / Gated DeltaNet forms)
+                _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
+                                                             bias, y, n, k, w.group_size)
+                return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
             kernel((grid,), (threads,), *args, smem=smem)
             return y.view(*x.shape[:-1], n)

@@ -976,12 +976,37 @@ __device__ __forceinline__ void qmvp(const uint4 *__restrict__ Wp, const unsigne
     }
 }
 
-template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>>
+// The one-token int4 products on the integer tensor cores (FIX, the qmv1f* entry points): the token comes as 16-bit
+// fixed point a group of 128 k (ninfer.quant.fixed: x ~ sx q, q = 256 hi + lo, hi and lo signed bytes, made by the
+// norm before the GEMV, fused.cuh add_rms_norm), xq the hi and lo bytes in the k order a lane's codes hold (k_order:
+// [2][K / 64][t][word i][byte j] = 64 c + 32 (i >> 1) + 8 t + 4 (i & 1) + (0, 2, 1, 3)[j]), xg a group's {sx as float
+// bits, sum of its q}. A code word becomes two registers of bytes (row g: w & 0x0F0F0F0F, row g + 8: (w >> 4) & ...),
+// and one IMMA m16n8k32 (u8 x s8 -> s32, exact) takes 32 k of the tile's 16 rows with hi in B's even columns and lo in
+// its odd ones, so lane (g, 0) holds both sums of its two rows. Per 128 k: 256 hi + lo - z sum(q) in int32, exact,
+// then times s_w sx into the float32 sum. Against qmv1's bf16 dequantisation (3 shifts, 4 LOP3, 4 bf16 FMAs a word of
+// 8 codes) a word takes 3 instructions; the activations one 16-byte load a chunk instead of two. Measured on the H200
+// (bench/qmv_i8.py, bench/RESULTS.md session 23): the 27B gate_up GEMV 0.94 of copy bandwidth against qmv1's 0.84.
+// Needs G % 128 == 0 (B a multiple of 2: each burst holds whole 128-k runs of one weight group).
+struct QmvFixed {
+    const uint4 *xq;
+    const int2 *xg;
+};
+
+__device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                        unsigned b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
+          bool FIX = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
-                                    const Epi &epi = Epi{}) {
-    if constexpr (QMV_PERSIST && NS == 0 && BITS == 4) {
+                                    const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}) {
+    static_assert(!FIX || (NS == 0 && BITS == 4 && QMV_BURST % 2 == 0), "the fixed-point form: one token, int4");
+    if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX) {
         qmvp<T, ST, ZP, SILU, Epi>(Wp, Sp, Zp, x, bias, y, N, K, G, epi);
         return;
     }
@@ -1137,7 +1162,39 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     // computes the tile again in bf16, so the result is the bf16 kernel's. Finite activations give finite sums in
     // fp16 (|code| <= 255, |x| <= 65504: far below float32's range).
     constexpr bool X16 = QMV_X16 && BITS == 8 && QmSame<T, __nv_bfloat16>::value;
-    if constexpr (X16) {
+    if constexpr (FIX) {
+        acc[0][0] = acc[0][2] = 0.f;
+        const uint4 *xl = fx.xq + (i64)(g & 1) * nchunk * 4 + t;  // hi for even g (B's even columns), lo for odd
+        for (; b < nburst; b += warps, wb += wstep) {
+            if (b != warp) {
+                if (QMV_DIAG == 3) fetch(Wt + (i64)warp * B * 32, warp);  // the first burst again
+                else fetch(wb, b);
+            }
+            uint4 wc[B];
+            unsigned sc[B], zc[B];
+#pragma unroll
+            for (int u = 0; u < B; u++) wc[u] = wv[u], sc[u] = sv[u], zc[u] = zv[u];
+#pragma unroll
+            for (int q = 0; q < B; q += 2) {  // 128 k of one group
+                int d[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int u = q; u < q + 2; u++) {
+                    uint4 xv;
+                    qm_load_x(xv, xl + (b * B + u) * 4, true);
+                    const unsigned m = 0x0F0F0F0Fu;
+                    const uint4 w = wc[u];
+                    qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
+                    qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
+                }
+                const int2 gx = __ldg(fx.xg + (b * B + q) / 2);
+                const float sx = __int_as_float(gx.x);
+                const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
+                const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
+                acc[0][0] = fmaf(qm_scale(sc[q] & 0xFFFFu, (const ST *)nullptr) * sx, (float)v0, acc[0][0]);
+                acc[0][2] = fmaf(qm_scale_hi(sc[q], (const ST *)nullptr) * sx, (float)v2, acc[0][2]);
+            }
+        }
+    } else if constexpr (X16) {
         run(QmTag<__half>{});
         bool bad = false;
 #pragma unroll
@@ -1304,6 +1361,31 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         int K, int G, int ntok) {                                                                           \
         ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok, ninfer::QmvStore<T>{y, N});             \
     }
+// qmv1f*: the int4 one-token forms (plain, SwiGLU, Gated DeltaNet input) with the token in fixed point (FIX above).
+#define QMV1F_KERNEL(S, T, SS, ST, Z, ZN)                                                                    \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1f_##S##_s##SS##_b4_##ZN(                         \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
+        const T *b, T *y, int N, int K, int G) {                                                            \
+        ninfer::qmv<T, ST, 4, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
+                                                                    ninfer::QmvStore<T>{y, N},               \
+                                                                    ninfer::QmvFixed{xq, xg});              \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1sf_##S##_s##SS##_b4_##ZN(                        \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
+        int N, int K, int G) {                                                                              \
+        ninfer::qmv<T, ST, 4, Z, 0, true, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, \
+                                                                   1, ninfer::QmvStore<T>{y, N},             \
+                                                                   ninfer::QmvFixed{xq, xg});               \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1gf_##S##_s##SS##_b4_##ZN(                        \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
+        int N, int K, int G, const T *conv_w, float *conv_state, const float *A_log, const float *dt_bias,    \
+        float *g, T *beta, int conv_dim, int z_dim, int nh) {                                               \
+        ninfer::qmv<T, ST, 4, Z, 0, false, ninfer::GdnInEpilogue<T>, true>(                                 \
+            Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, 1,                                                    \
+            ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh},   \
+            ninfer::QmvFixed{xq, xg});                                                                      \
+    }
 #define QMV1S_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1s_##S##_s##SS##_b##B##_##ZN(                  \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G) { \
@@ -1332,7 +1414,9 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QDEQ_KERNEL(S, T, SS, ST, B, false, sym) QDEQ_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
-    QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)
+    QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)                         \
+    QMV1F_KERNEL(S, T, f16, __half, false, sym) QMV1F_KERNEL(S, T, f16, __half, true, zp)       \
+    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, true, zp)
 
 #define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16) \
     QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16)

@@ -13,10 +13,17 @@ namespace ninfer {
 // vectors (the launcher's choice up to H = 32768) is held in registers: x, r and w are read once, all
 // loads in flight together, h and y written once (one memory round trip before the reduction instead of a
 // loop of them, and no re-read of h after it). Longer rows take the two-pass loop.
+//
+// xq / xg (not null: one row, H % 128 == 0, the row in registers): y as well in the 16-bit fixed point of the quantised
+// one-token GEMV (ninfer.quant.fixed, qgemv.cu qmv1f*): per group of 128 values (16 threads here) sx = max |y| / 32512,
+// q = rint(y / sx), q = 256 hi + lo with hi, lo signed bytes, stored in the GEMV's k order (8 consecutive values of a
+// thread: two words of hi, two of lo, bytes (0, 2, 1, 3) of each 4); xg[group] = {sx bits, sum of q}. From the stored
+// (rounded) y, so the GEMV sees the values the model stores.
 template <typename T, bool ZERO_CENTRED>
 __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *__restrict__ r,
                                              const T *__restrict__ w, T *__restrict__ y, T *__restrict__ h,
-                                             int H, float eps) {
+                                             int H, float eps, unsigned char *__restrict__ xq = nullptr,
+                                             int2 *__restrict__ xg = nullptr) {
     constexpr int NV = 4;
     __shared__ float scratch[32];
     const int HV = H / 8;
@@ -59,13 +66,45 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int v = threadIdx.x + j * blockDim.x;
+            float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
             if (v < HV) {
-                float a[8], g[8];
+                float g[8];
                 unpack8<T>(xv[j], a);
                 unpack8<T>(wv[j], g);
 #pragma unroll
                 for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (ZERO_CENTRED ? 1.f + g[i] : g[i]);
-                yr[v] = pack8<T>(a);
+                xv[j] = pack8<T>(a);
+                yr[v] = xv[j];
+                unpack8<T>(xv[j], a);  // the stored values
+            }
+            if (xq != nullptr && j * (int)blockDim.x < HV) {  // block-uniform; whole warps (shuffles)
+                float m = 0.f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(a[i]));
+#pragma unroll
+                for (int o = 8; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));  // the 16 of a group
+                const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
+                int hi[8], lo[8], qs = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const int q = max(-32512, min(32512, __float2int_rn(__fdiv_rn(a[i], sx))));
+                    qs += q;
+                    hi[i] = (q + 128) >> 8;
+                    lo[i] = q - 256 * hi[i];
+                }
+#pragma unroll
+                for (int o = 8; o; o >>= 1) qs += __shfl_xor_sync(0xffffffffu, qs, o);
+                if (v < HV) {
+                    auto word = [](const int *b) {  // bytes (b0, b2, b1, b3)
+                        return (unsigned)(b[0] & 0xFF) | (unsigned)(b[2] & 0xFF) << 8 | (unsigned)(b[1] & 0xFF) << 16
+                               | (unsigned)(b[3] & 0xFF) << 24;
+                    };
+                    // values 8v..8v+7: chunk v / 8, lane t = v & 3, words 2 ((v >> 2) & 1) and the next
+                    const int wi = ((v >> 3) * 4 + (v & 3)) * 4 + 2 * ((v >> 2) & 1);
+                    *reinterpret_cast<uint2 *>(xq + 4 * wi) = make_uint2(word(hi), word(hi + 4));
+                    *reinterpret_cast<uint2 *>(xq + H + 4 * wi) = make_uint2(word(lo), word(lo + 4));
+                    if ((v & 15) == 0) xg[v >> 4] = make_int2(__float_as_int(sx), qs);
+                }
             }
         }
         return;
@@ -260,14 +299,16 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
 // Entry points for one dtype; NINFER_GEMV_WARPS / NINFER_GEMV_UNROLL come from the backend's source.
 #define NINFER_FUSED_KERNELS(S, T)                                                                      \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
-        add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps) {            \
+        add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
+                         int2 *xg) {                                                                    \
         ninfer::pdl_enter();                                                                            \
-        ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps);                                          \
+        ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps, xq, xg);                                  \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
-        add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps) {         \
+        add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
+                            int2 *xg) {                                                                 \
         ninfer::pdl_enter();                                                                            \
-        ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps);                                           \
+        ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps, xq, xg);                                   \
     }                                                                                                   \
     extern "C" __global__ void rope_write_kv_##S(                                                       \
         const T *q, const T *k, const T *v, const T *qn, const T *kn, const long long *pos, const float *cs, \

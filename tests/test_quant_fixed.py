@@ -1,0 +1,102 @@
+"""ninfer.quant.fixed: the 16-bit fixed-point form of one token that the int4 one-token GEMV multiplies on the
+integer tensor cores. Checked here on the CPU against the tiled int4 packing (pack_tiles) and against the float
+product: the GPU kernels' own tests are in tests/gpu/test_quant_kernels.py."""
+
+import pytest
+import torch
+
+from ninfer.quant import fixed
+from ninfer.quant.layout import QuantWeight, codes_of, dequantize, pack_tiles, quantize_rtn
+
+
+def test_k_order_is_the_k_each_lane_holds_in_the_tiled_int4_packing():
+    """Read as the kernel reads it (low nibble of byte j of word i: row g, high nibble: row g + 8, at k_order's k),
+    the tiled packing gives back the codes it was made from."""
+    n, k = 48, 512
+    torch.manual_seed(0)
+    w = QuantWeight(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8), torch.ones(n, k // 128).half(), 4, 128, k)
+    packed = pack_tiles(w).qweight.view(-1, k // 64, 8, 4, 4, 4)  # tiles, chunks, g, t, word i, byte j
+    order = fixed.k_order(k).view(k // 64, 4, 4, 4)  # chunk, t, i, j
+    got = torch.full((packed.shape[0] * 16, k), -1, dtype=torch.int64)
+    for g in range(8):
+        for t in range(4):
+            ks = order[:, t].reshape(-1)
+            by = packed[:, :, g, t].reshape(packed.shape[0], -1).long()
+            got[g::16][:, ks] = by & 15
+            got[g + 8::16][:, ks] = by >> 4
+    assert torch.equal(got[:n], codes_of(w)[:, :k].long())
+    assert torch.equal(fixed.k_order(k).sort().values, torch.arange(k))
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 300.0])
+def test_fixed_point_form_bounds(scale):
+    torch.manual_seed(1)
+    x = torch.randn(1024) * scale
+    x[::97] *= 50
+    x[256:384] = 0  # a zero group
+    xq, xg = fixed.fixed_point(x)
+    assert xq.shape == (2, 1024) and xq.dtype == torch.int8 and xg.shape == (8, 2) and xg.dtype == torch.int32
+    hi, lo = xq[0].int(), xq[1].int()
+    assert hi.abs().max() <= 127 and lo.min() >= -128 and lo.max() <= 127
+    sx = xg[:, 0].view(torch.float32)
+    assert sx[2] == 1 and (xq[:, fixed.k_order(1024)[256:384]] == 0).all() and xg[2, 1] == 0
+    back = fixed.dequantize(xq, xg)
+    m = x.view(-1, 128).abs().amax(-1)
+    assert torch.allclose(sx[m > 0], m[m > 0] / fixed.QMAX)
+    assert ((back - x).abs().view(-1, 128) <= sx.view(-1, 1) * 0.5 * (1 + 1e-5)).all()  # half a step at most
+    q = torch.empty(1024, dtype=torch.int32)
+    q[fixed.k_order(1024)] = 256 * hi + lo
+    assert torch.equal(q.view(-1, 128).sum(-1), xg[:, 1])
+
+
+def _kernel_arithmetic(w, xq, xg):
+    """What qmv1f computes, in exact integers then float64: per 128-k run of a tile row, 256 (u . hi) + (u . lo) -
+    z sum(q), times the row's group scale and the run's sx; u from the tiled packing's nibbles at k_order's k."""
+    n, k = w.scales.shape[0], w.in_features
+    packed = pack_tiles(w).qweight.view(-1, k // 64, 8, 4, 4, 4).long()
+    order = fixed.k_order(k).view(k // 64, 4, 4, 4)
+    u = torch.zeros(packed.shape[0] * 16, k, dtype=torch.int64)
+    for g in range(8):
+        for t in range(4):
+            ks = order[:, t].reshape(-1)
+            by = packed[:, :, g, t].reshape(packed.shape[0], -1)
+            u[g::16][:, ks] = by & 15
+            u[g + 8::16][:, ks] = by >> 4
+    u = u[:n]
+    q = torch.empty(k, dtype=torch.int64)
+    q[fixed.k_order(k)] = 256 * xq[0].long() + xq[1].long()
+    dot = (u.view(n, -1, 128) * q.view(1, -1, 128)).sum(-1)  # [n, runs], exact
+    z = (w.zeros.long() if w.zeros is not None else torch.full_like(w.scales, 8, dtype=torch.int64))
+    runs = k // 128
+    z = z.repeat_interleave(w.group_size // 128, dim=1)[:, :runs]
+    s = w.scales.double().repeat_interleave(w.group_size // 128, dim=1)[:, :runs]
+    v = dot - z * xg[:, 1].long().view(1, -1)
+    return (v.double() * s * xg[:, 0].view(torch.float32).double().view(1, -1)).sum(-1)
+
+
+@pytest.mark.parametrize("group,sym", [(128, True), (256, False)])
+def test_the_kernels_integer_arithmetic_equals_the_float_product(group, sym):
+    """The fixed-point GEMV's algebra (codes times hi and lo as exact integers, the zero point taken off through the
+    run's sum of q, then the two scales) equals dequant(W) @ (sx q) in float64, and x @ dequant(W) within the form's
+    rounding."""
+    torch.manual_seed(2)
+    n, k = 40, 512
+    w = quantize_rtn(torch.randn(n, k) * 0.05, 4, group, symmetric=sym, scale_dtype=torch.float16)
+    x = torch.randn(k)
+    x[::37] *= 40
+    xq, xg = fixed.fixed_point(x)
+    got = _kernel_arithmetic(w, xq, xg)
+    W = dequantize(w).double()
+    exact = W @ fixed.dequantize(xq, xg).double()  # (sx q in float32: 2^-24 of each value)
+    assert torch.allclose(got, exact, rtol=1e-6, atol=1e-6 * float(exact.abs().max()))
+    want = W @ x.double()
+    assert ((got - want).norm() / want.norm()) < 1e-4
+
+
+def test_reference_norm_takes_fixed_and_attaches_nothing():
+    from ninfer.reference import ops
+
+    x, r, w = torch.randn(1, 256), torch.randn(1, 256), torch.rand(256)
+    y, h = ops.add_rms_norm(x, r, w, 1e-6, False, fixed=True)
+    y0, _ = ops.add_rms_norm(x, r, w, 1e-6, False)
+    assert torch.equal(y, y0) and fixed.attached(y) is None
