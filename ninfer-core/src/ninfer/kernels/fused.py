@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from ..quant.fixed import FIXED_ATTR
+from ..quant.fixed import FIXED_ATTR, version_of
 from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
@@ -70,7 +70,7 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg)
         y = y.view(x.shape)
         if xq is not None:
-            setattr(y, FIXED_ATTR, (xq, xg, y._version))  # (a later in-place change of y makes it stale)
+            setattr(y, FIXED_ATTR, (xq, xg, version_of(y)))  # (a later in-place change of y makes it stale)
         return y, h.view(x.shape)
 
     def unfused_rope_write_kv(q, k, v, positions, cos_sin, k_cache, v_cache, slots, q_norm, k_norm, eps, zc):

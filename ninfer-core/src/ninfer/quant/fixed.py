@@ -51,9 +51,18 @@ def dequantize(xq: torch.Tensor, xg: torch.Tensor) -> torch.Tensor:
     return (q.view(-1, GROUP).float() * xg[:, 0].view(torch.float32).view(-1, 1)).flatten()
 
 
+def version_of(x: torch.Tensor) -> int | None:
+    """x's version counter (in-place changes count up), None for an inference-mode tensor, which has none."""
+    return None if x.is_inference() else x._version
+
+
 def attached(x: torch.Tensor):
-    """(xq, xg, x's version when they were made) as the norm attached them to x, or None."""
-    return getattr(x, FIXED_ATTR, None)
+    """(xq, xg) as the norm attached them to x, or None, also where x has changed in place since (as far as its
+    version counter tells: an inference-mode tensor has none, and nothing in the model changes a normed row)."""
+    f = getattr(x, FIXED_ATTR, None)
+    if f is None or (f[2] is not None and f[2] != version_of(x)):
+        return None
+    return f[0], f[1]
 
 
 def serves(w) -> bool:
