@@ -811,6 +811,10 @@ def test_fixed_point_burst_kernel_with_swiglu(dtype, scale_dtype, group, sym, in
     served = _spy_fixed(monkeypatch)
     _poison()
     y = gpu.quant_linear_silu_mul(x, q)
+    qmv1 = gpu._module(x.device)[gpu.qmv_kernel_name(dtype, scale_dtype, 4, not sym)]
+    if 2 * gpu.qmv_warps(qmv1, 2 * inter // 16, k, 4, x.device) > 16:  # a plain launch's warps a tile, twice
+        assert y is None
+        return
     assert y is not None and served == [True]
     _poison()
     assert torch.equal(y, ref.silu_mul(gpu.quant_linear(x, q))) and served == [True, True]

@@ -365,7 +365,7 @@ def _fixed_form(x: torch.Tensor, w: QuantWeight):
     since), an int4 tiled weight with groups of whole 128-k runs and no column permutation; else None."""
     f = fixed.attached(x)
     if (f is None or not QMV1F or w.bits != 4 or w.packing != "tiles16" or w.perm is not None
-            or w.group_size % fixed.GROUP or f[0].shape[-1] != w.in_features or f[0].device != x.device):
+            or w.group_size % fixed.GROUP or f[0].shape != (2, w.in_features) or f[0].device != x.device):
         return None
     return f[0], f[1]
 
