@@ -33,7 +33,7 @@ def fixed_point(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One token x (K values, K % 128 == 0) -> (xq, xg) as above; the reference of the norm kernel's output."""
     xf = x.float().reshape(-1, GROUP)
     m = xf.abs().amax(-1, keepdim=True)
-    sx = torch.where(m > 0, m / QMAX, torch.ones_like(m))
+    sx = torch.where(m > 0, m / torch.full_like(m, QMAX), torch.ones_like(m))  # (a true division, as the kernel's)
     q = torch.round(xf / sx).clamp(-QMAX, QMAX).to(torch.int32)
     hi = torch.div(q + 128, 256, rounding_mode="floor")
     lo = q - 256 * hi
