@@ -132,6 +132,14 @@ class GatedDeltaNet:
         self._qin_all = (whole, vi, vb)
         return whole
 
+    def input_weights(self) -> list:
+        """The weights that read the layer's input: the joined [q|k|v|z|b|a] weight once made (its row views in the
+        Linears may keep the packing they had when it was joined), else in_proj's and in_proj_ba's."""
+        q = self._qin_all
+        if q is not None and q[0] is not None:
+            return [q[0]]
+        return [self.in_proj.weight, self.in_proj_ba.weight]
+
     def _linear_all(self, x: torch.Tensor, W) -> torch.Tensor:
         """x through the one [q|k|v|z|b|a] weight, dense or quantised."""
         return self.ops.linear(x, W) if isinstance(W, torch.Tensor) else self.ops.linear_for(W.layout)(x, W)

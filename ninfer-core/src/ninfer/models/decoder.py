@@ -50,7 +50,8 @@ class DecoderBlock:
         where a weight that reads it takes that form: the mixer's input projections, the MLP's gate_up."""
         from ..quant.fixed import serves
 
-        reads = [v.weight for v in vars(self.mixer).values() if isinstance(v, Linear) and v.in_features == x.shape[-1]]
+        reads = (self.mixer.input_weights() if hasattr(self.mixer, "input_weights") else
+                 [v.weight for v in vars(self.mixer).values() if isinstance(v, Linear) and v.in_features == x.shape[-1]])
         self.input_norm.fixed = x.is_cuda and any(serves(w) for w in reads)
         self.post_norm.fixed = x.is_cuda and serves(self.mlp.gate_up.weight)
         self.fixed_planned = True
