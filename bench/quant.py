@@ -135,6 +135,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 23: one token of int4 in 16-bit fixed point on the integer tensor cores (qmv1f*, the norms making the
     # form) is the default; this is qmv1's bf16 dequantisation (the norms still write the form, unread)
     "int4 one token in bf16 (before qmv1f)": dict(split=(16,), qmv1f=False),
+    "qmv1f, 24 warps an SM (9 KB smem a warp)": dict(split=(16,), qmv1f_smem=9216),
+    "qmv1f, 20 warps an SM (11 KB smem a warp)": dict(split=(16,), qmv1f_smem=11264),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -159,6 +161,7 @@ def variant(label: str):
     gpu.QMV1S = v.get("qmv1s", True)
     gpu.QMV1G = v.get("qmv1g", True)
     gpu.QMV1F = v.get("qmv1f", True)
+    gpu.QMV1F_SMEM_PER_WARP = v.get("qmv1f_smem", 0)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

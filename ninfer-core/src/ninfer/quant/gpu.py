@@ -71,6 +71,15 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 # One token of an int4 weight with its activations in 16-bit fixed point, multiplied on the integer tensor cores
 # (qmv1f / qmv1sf / qmv1gf, ninfer.quant.fixed): taken where the norm before the GEMV attached that form to its row.
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off")
+# Dynamic shared memory a warp of those launches asks for, unused: it caps the blocks an SM holds (measurements).
+QMV1F_SMEM_PER_WARP: int = int(os.environ.get("NINFER_QMV1F_SMEM_PER_WARP", "0"))
+
+
+def _fixed_launch(kernel, grid: int, threads: int, *args) -> None:
+    smem = threads // 32 * QMV1F_SMEM_PER_WARP
+    if smem > 48 * 1024:
+        kernel.set_max_dynamic_smem(smem)
+    kernel((grid,), (threads,), *args, smem=smem)
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -404,7 +413,8 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
     fx = _fixed_form(x, w)
     if fx is not None:
-        mod["qmv1sf" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size)
+        _fixed_launch(mod["qmv1sf" + sfx], tiles // 2, 2 * warps * 32, w.qweight, sp, zp, fx[0], fx[1], y, n, k,
+                      w.group_size)
         return y
     kernel = mod["qmv1s" + sfx]
     grid, smem = qmv1_grid(kernel, tiles // 2, 2 * warps * 32, k, w.bits, BENCH_EXTRA, x.device)
@@ -440,8 +450,8 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
     fx = _fixed_form(x, w)
     if fx is not None:
-        mod["qmv1gf" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size,
-                            conv_weight, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
+        _fixed_launch(mod["qmv1gf" + sfx], tiles, warps * 32, w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size,
+                      conv_weight, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
         return y[:, :conv_dim], y[:, conv_dim:], g, beta
     kernel = mod["qmv1g" + sfx]
     grid, smem = qmv1_grid(kernel, tiles, warps * 32, k, w.bits, BENCH_EXTRA, x.device)
@@ -518,8 +528,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             threads = (QMV_WARPS or warps) * 32
             fx = _fixed_form(x, w) if t == 1 else None
             if fx is not None:  # the same warps a tile as qmv1 (and its SwiGLU / Gated DeltaNet forms)
-                _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
-                                                             bias, y, n, k, w.group_size)
+                _fixed_launch(_module(x.device, extra)["qmv1f" + name[4:]], tiles, threads, w.qweight, sp, zp, fx[0],
+                              fx[1], bias, y, n, k, w.group_size)
                 return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
             kernel((grid,), (threads,), *args, smem=smem)
