@@ -29,7 +29,7 @@ GROUP = 128
 SHAPES = [(34816, 5120, "gate_up"), (5120, 17408, "down"), (12288, 5120, "gdn in_proj"), (5120, 6144, "attn o")]
 BUILDS = [""]  # each also with -DI8_DIAG=3 (its products alone); "@wN": N warps a tile
 PERM = (0, 2, 1, 3)
-SMEM_PER_WARP = (7168, 9216, 11264, 14336)  # qmv1f: ~28, 24, 20, 16 warps an SM
+SMEM_PER_WARP: tuple = ()  # e.g. (7168, 9216, 11264, 14336): qmv1f at ~28, 24, 20, 16 warps an SM (session 23: slower)
 
 
 def source() -> Path:

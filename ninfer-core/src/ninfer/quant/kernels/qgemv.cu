@@ -1164,8 +1164,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     constexpr bool X16 = QMV_X16 && BITS == 8 && QmSame<T, __nv_bfloat16>::value;
     if constexpr (FIX) {
         acc[0][0] = acc[0][2] = 0.f;
-        const uint4 *xl = fx.xq + (i64)(g & 1) * nchunk * 4 + t;  // hi for even g (B's even columns), lo for odd
-        for (; b < nburst; b += warps, wb += wstep) {
+        // this warp's activations and groups, stepped with its bursts: hi for even g (B's even columns), lo for odd
+        const uint4 *xb = fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
+        const int2 *gb = fx.xg + warp * (B / 2);
+        for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2)) {
             if (b != warp) {
                 if (QMV_DIAG == 3) fetch(Wt + (i64)warp * B * 32, warp);  // the first burst again
                 else fetch(wb, b);
@@ -1180,13 +1182,13 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
                 for (int u = q; u < q + 2; u++) {
                     uint4 xv;
-                    qm_load_x(xv, xl + (b * B + u) * 4, true);
+                    qm_load_x(xv, xb + u * 4, true);
                     const unsigned m = 0x0F0F0F0Fu;
                     const uint4 w = wc[u];
                     qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
                     qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
                 }
-                const int2 gx = __ldg(fx.xg + (b * B + q) / 2);
+                const int2 gx = __ldg(gb + q / 2);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
                 const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
