@@ -187,6 +187,7 @@ def main():
         xf = x.clone()  # main's qmv1f: the same token with its fixed-point form attached, as the norm attaches it
         xq_, xg_ = fixed.fixed_point(xf.flatten())
         setattr(xf, fixed.FIXED_ATTR, (xq_, xg_, fixed.version_of(xf)))
+        gpu.QMV1F = True  # (opt-in in the engine)
         y_f = gpu.quant_linear(xf, ws_[0]).float().flatten()
         err_f = ((y_f - ref).norm() / ref.norm()).item()
         t_f = timed(lambda i, ws_=ws_, xf=xf: gpu.quant_linear(xf, ws_[i]), copies, args.iters)

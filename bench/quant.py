@@ -133,10 +133,10 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 16, e2e only: the default kernels with some of the decode step's other ops replaced by ones that launch
     # nothing (outputs wrong; as bench/whatif.py does for bf16 models): what they cost a quantised step at most
     # session 23: one token of int4 in 16-bit fixed point on the integer tensor cores (qmv1f*, the norms making the
-    # form) is the default; this is qmv1's bf16 dequantisation (the norms still write the form, unread)
-    "int4 one token in bf16 (before qmv1f)": dict(split=(16,), qmv1f=False),
-    "qmv1f, 24 warps an SM (9 KB smem a warp)": dict(split=(16,), qmv1f_smem=9216),
-    "qmv1f, 20 warps an SM (11 KB smem a warp)": dict(split=(16,), qmv1f_smem=11264),
+    # form; opt-in, NINFER_QMV1F=1), and with fewer blocks an SM (unused shared memory asked for: slower)
+    "int4 one token in fixed point (qmv1f)": dict(split=(16,), qmv1f=True),
+    "qmv1f, 24 warps an SM (9 KB smem a warp)": dict(split=(16,), qmv1f=True, qmv1f_smem=9216),
+    "qmv1f, 20 warps an SM (11 KB smem a warp)": dict(split=(16,), qmv1f=True, qmv1f_smem=11264),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -160,7 +160,7 @@ def variant(label: str):
     gpu.QMV1 = v.get("qmv1", True)
     gpu.QMV1S = v.get("qmv1s", True)
     gpu.QMV1G = v.get("qmv1g", True)
-    gpu.QMV1F = v.get("qmv1f", True)
+    gpu.QMV1F = v.get("qmv1f", False)
     gpu.QMV1F_SMEM_PER_WARP = v.get("qmv1f_smem", 0)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
@@ -397,6 +397,8 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
         for op, fn in removed:
             impls[op] = dataclasses.replace(impls[op], fn=fn)
         runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
+        for layer in runner.model.layers:  # the norms' fixed-point form is planned again (gpu.QMV1F may differ)
+            layer.fixed_planned = False
         tok_s = decode_speed(runner)
         impls.update(kept)
         gpu.CONFIG_OVERRIDE.clear()

@@ -751,9 +751,10 @@ def _with_fixed(x):
 
 
 def _spy_fixed(monkeypatch):
-    """The calls to gpu._fixed_form and whether each served (the qmv1f* kernels launched)."""
+    """The fixed-point forms turned on; the calls to gpu._fixed_form and whether each served (qmv1f* launched)."""
     from ninfer.quant import gpu
 
+    monkeypatch.setattr(gpu, "QMV1F", True)  # (opt-in in the engine: NINFER_QMV1F=1)
     served, real = [], gpu._fixed_form
 
     def spy(x, w):

@@ -70,7 +70,9 @@ QMV1S: bool = os.environ.get("NINFER_QMV1S", "1").lower() not in ("0", "false", 
 QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", "off")
 # One token of an int4 weight with its activations in 16-bit fixed point, multiplied on the integer tensor cores
 # (qmv1f / qmv1sf / qmv1gf, ninfer.quant.fixed): taken where the norm before the GEMV attached that form to its row.
-QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off")
+# Opt-in (NINFER_QMV1F=1): its products take 15-30 % less time than qmv1's, but end to end the 27B W4A16 decode
+# moved by -0.7 to +1.9 % (H100 and H200, bench/RESULTS.md session 23), inside the spread between variants.
+QMV1F: bool = os.environ.get("NINFER_QMV1F", "0").lower() not in ("0", "false", "off", "")
 # Dynamic shared memory a warp of those launches asks for, unused: it caps the blocks an SM holds (measurements).
 QMV1F_SMEM_PER_WARP: int = int(os.environ.get("NINFER_QMV1F_SMEM_PER_WARP", "0"))
 

@@ -984,8 +984,10 @@ __device__ __forceinline__ void qmvp(const uint4 *__restrict__ Wp, const unsigne
 // and one IMMA m16n8k32 (u8 x s8 -> s32, exact) takes 32 k of the tile's 16 rows with hi in B's even columns and lo in
 // its odd ones, so lane (g, 0) holds both sums of its two rows. Per 128 k: 256 hi + lo - z sum(q) in int32, exact,
 // then times s_w sx into the float32 sum. Against qmv1's bf16 dequantisation (3 shifts, 4 LOP3, 4 bf16 FMAs a word of
-// 8 codes) a word takes 3 instructions; the activations one 16-byte load a chunk instead of two. Measured on the H200
-// (bench/qmv_i8.py, bench/RESULTS.md session 23): the 27B gate_up GEMV 0.94 of copy bandwidth against qmv1's 0.84.
+// 8 codes) a word takes 3 instructions; the activations one 16-byte load a chunk instead of two. Measured (bench/
+// qmv_i8.py, bench/RESULTS.md session 23): the products alone take 15-30 % less time than qmv1's; with the weight
+// from memory, on the H200 the 27B down GEMV 0.78 of copy bandwidth against qmv1's 0.72, gate_up 0.84 against 0.85
+// (the bench kernel bench/kernels/qmv_i8.cu, the same products at 80 registers, 0.94 there). Opt-in (gpu.QMV1F).
 // Needs G % 128 == 0 (B a multiple of 2: each burst holds whole 128-k runs of one weight group).
 struct QmvFixed {
     const uint4 *xq;
