@@ -135,6 +135,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 23: one token of int4 in 16-bit fixed point on the integer tensor cores (qmv1f*, the norms making the
     # form; opt-in, NINFER_QMV1F=1), and with fewer blocks an SM (unused shared memory asked for: slower)
     "int4 one token in fixed point (qmv1f)": dict(split=(16,), qmv1f=True),
+    "qmv1f, branch-free group loads (QMV_FIXFETCH)": dict(split=(16,), qmv1f=True, extra=("-DQMV_FIXFETCH=1",)),
     "qmv1f, 24 warps an SM (9 KB smem a warp)": dict(split=(16,), qmv1f=True, qmv1f_smem=9216),
     "qmv1f, 20 warps an SM (11 KB smem a warp)": dict(split=(16,), qmv1f=True, qmv1f_smem=11264),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names

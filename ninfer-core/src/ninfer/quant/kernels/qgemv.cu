@@ -822,6 +822,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_ZB  // 1 (bench): one token multiplies its activations into B column 0 only, the other 7 columns zero
 #define QMV_ZB 0  // (lanes g != 0 mask theirs): the same sums, less tensor-core switching (a power/clock experiment)
 #endif
+#ifndef QMV_FIXFETCH  // 1 (bench, not yet measured): qmv1f's bursts load one scale a 128-k run at a computed group, with
+#define QMV_FIXFETCH 0  // no branch on the group size in the loop (as bench/kernels/qmv_i8.cu, 0.94 of copy bandwidth)
+#endif
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
@@ -1169,9 +1172,20 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         // this warp's activations and groups, stepped with its bursts: hi for even g (B's even columns), lo for odd
         const uint4 *xb = fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
         const int2 *gb = fx.xg + warp * (B / 2);
+        auto fetch_runs = [&](const uint4 *wp, int bb) {  // QMV_FIXFETCH: scales (zero points) at runs 2q only
+#pragma unroll
+            for (int u = 0; u < B; u++) load_w(wv[u], wp + u * 32);
+#pragma unroll
+            for (int q = 0; q < B; q += 2) {
+                const int gi = (bb * B + q) >> lg;
+                sv[q] = __ldg(St + gi * 8);
+                zv[q] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
+            }
+        };
         for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2)) {
             if (b != warp) {
                 if (QMV_DIAG == 3) fetch(Wt + (i64)warp * B * 32, warp);  // the first burst again
+                else if (QMV_FIXFETCH) fetch_runs(wb, b);
                 else fetch(wb, b);
             }
             uint4 wc[B];
