@@ -76,12 +76,6 @@ QMV1F: bool = os.environ.get("NINFER_QMV1F", "0").lower() not in ("0", "false", 
 # Dynamic shared memory a warp of those launches asks for, unused: it caps the blocks an SM holds (measurements).
 QMV1F_SMEM_PER_WARP: int = int(os.environ.get("NINFER_QMV1F_SMEM_PER_WARP", "0"))
 
-
-def _fixed_launch(kernel, grid: int, threads: int, *args) -> None:
-    smem = threads // 32 * QMV1F_SMEM_PER_WARP
-    if smem > 48 * 1024:
-        kernel.set_max_dynamic_smem(smem)
-    kernel((grid,), (threads,), *args, smem=smem)
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -369,6 +363,14 @@ def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[
                          "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
         _persist_grids[key] = max(1, per_sm) * _sm_count(idx)
     return min(tiles, _persist_grids[key]), smem
+
+
+def _fixed_launch(kernel, grid: int, threads: int, *args) -> None:
+    """A qmv1f* launch (with QMV1F_SMEM_PER_WARP's unused shared memory, a measurement; none by default)."""
+    smem = threads // 32 * QMV1F_SMEM_PER_WARP
+    if smem > 48 * 1024:
+        kernel.set_max_dynamic_smem(smem)
+    kernel((grid,), (threads,), *args, smem=smem)
 
 
 def _fixed_form(x: torch.Tensor, w: QuantWeight):
