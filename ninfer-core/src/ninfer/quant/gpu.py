@@ -75,7 +75,6 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "0").lower() not in ("0", "false", "off", "")
 # Dynamic shared memory a warp of those launches asks for, unused: it caps the blocks an SM holds (measurements).
 QMV1F_SMEM_PER_WARP: int = int(os.environ.get("NINFER_QMV1F_SMEM_PER_WARP", "0"))
-
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
