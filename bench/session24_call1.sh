@@ -13,3 +13,10 @@ timeout 200 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --m
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e.txt | cut -c1-220
 timeout 100 python bench/qmv_i8.py --builds="-DI8_MAXREG=80" > $OUT/qmv_i8.txt 2>&1; echo rc $?
 grep -E "qmv1|I8_MAXREG|copy" $OUT/qmv_i8.txt | cut -c1-200
+# Why qmv1f trails the bench kernel on gate_up: Nsight per kernel, qmv1 / qmv1f / qmvi8 on the two int4 shapes (and the
+# int8 qmv1), each launched once after a warm-up (7 matching launches skipped).
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+M="smsp__issue_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$"
+NCU_FIXED=1 NCU_QUANT_ONLY=1 timeout 120 $NCU --clock-control none -k regex:'qmv1f_|qmvi8|qmv1_bf16' --launch-skip 7 \
+  --launch-count 7 --metrics "$M" python bench/ncu_gemv.py > $OUT/ncu_fixed.txt 2>&1; echo rc $?
+grep -E "qmv1|qmvi8|issue_active|duration|dram|warps_active|registers|stalled" $OUT/ncu_fixed.txt | awk '$NF+0 >= 0.5 || /qmv/' | sed -E 's/ +/ /g' | cut -c1-110 | head -80
