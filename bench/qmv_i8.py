@@ -29,7 +29,6 @@ GROUP = 128
 SHAPES = [(34816, 5120, "gate_up"), (5120, 17408, "down"), (12288, 5120, "gdn in_proj"), (5120, 6144, "attn o")]
 BUILDS = [""]  # each also with -DI8_DIAG=3 (its products alone); "@wN": N warps a tile
 PERM = (0, 2, 1, 3)
-SMEM_PER_WARP: tuple = ()  # e.g. (7168, 9216, 11264, 14336): qmv1f at ~28, 24, 20, 16 warps an SM (session 23: slower)
 
 
 def source() -> Path:
@@ -197,12 +196,6 @@ def main():
         print(f"| {label} {n}x{k} | qmv1f (main, fixed point) | {err_f:.2e} | "
               f"{((y_f - y_main).norm() / y_main.norm()).item():.2e} | {t_f:.1f} | "
               f"{nbytes / (t_f * 1e-6) / bw:.3f} | {t_f_p:.1f} |", flush=True)
-        for per_warp in SMEM_PER_WARP:  # fewer blocks an SM: the bench kernel at 80 registers held 24 warps
-            gpu.QMV1F_SMEM_PER_WARP = per_warp
-            t_s = timed(lambda i, ws_=ws_, xf=xf: gpu.quant_linear(xf, ws_[i]), copies, args.iters)
-            gpu.QMV1F_SMEM_PER_WARP = 0
-            print(f"| {label} {n}x{k} | qmv1f, {per_warp} B smem a warp | - | - | {t_s:.1f} | "
-                  f"{nbytes / (t_s * 1e-6) / bw:.3f} | - |", flush=True)
         xq, xg, _ = fixed_point(x.flatten(), GROUP)
         tiles = -(-n // 16)
         plan = gpu.qmv_warps(gpu._module(dev)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,

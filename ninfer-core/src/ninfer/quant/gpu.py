@@ -73,8 +73,6 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 # Opt-in (NINFER_QMV1F=1): its products take 15-30 % less time than qmv1's, but end to end the 27B W4A16 decode
 # moved by -0.7 to +1.9 % (H100 and H200, bench/RESULTS.md session 23), inside the spread between variants.
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "0").lower() not in ("0", "false", "off", "")
-# Dynamic shared memory a warp of those launches asks for, unused: it caps the blocks an SM holds (measurements).
-QMV1F_SMEM_PER_WARP: int = int(os.environ.get("NINFER_QMV1F_SMEM_PER_WARP", "0"))
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -364,19 +362,11 @@ def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[
     return min(tiles, _persist_grids[key]), smem
 
 
-def _fixed_launch(kernel, grid: int, threads: int, *args) -> None:
-    """A qmv1f* launch (with QMV1F_SMEM_PER_WARP's unused shared memory, a measurement; none by default)."""
-    smem = threads // 32 * QMV1F_SMEM_PER_WARP
-    if smem > 48 * 1024:
-        kernel.set_max_dynamic_smem(smem)
-    kernel((grid,), (threads,), *args, smem=smem)
-
-
 def _fixed_form(x: torch.Tensor, w: QuantWeight):
     """(xq, xg) where the fixed-point kernels serve one token x with w: the form the norm attached to x (unchanged
     since), an int4 tiled weight with groups of whole 128-k runs and no column permutation; else None."""
-    f = fixed.attached(x)
-    if (f is None or not QMV1F or w.bits != 4 or w.packing != "tiles16" or w.perm is not None
+    f = fixed.attached(x) if QMV1F else None
+    if (f is None or w.bits != 4 or w.packing != "tiles16" or w.perm is not None
             or w.group_size % fixed.GROUP or f[0].shape != (2, w.in_features) or f[0].device != x.device):
         return None
     return f[0], f[1]
@@ -416,8 +406,7 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
     fx = _fixed_form(x, w)
     if fx is not None:
-        _fixed_launch(mod["qmv1sf" + sfx], tiles // 2, 2 * warps * 32, w.qweight, sp, zp, fx[0], fx[1], y, n, k,
-                      w.group_size)
+        mod["qmv1sf" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size)
         return y
     kernel = mod["qmv1s" + sfx]
     grid, smem = qmv1_grid(kernel, tiles // 2, 2 * warps * 32, k, w.bits, BENCH_EXTRA, x.device)
@@ -453,8 +442,8 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
     fx = _fixed_form(x, w)
     if fx is not None:
-        _fixed_launch(mod["qmv1gf" + sfx], tiles, warps * 32, w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size,
-                      conv_weight, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
+        mod["qmv1gf" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size,
+                            conv_weight, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
         return y[:, :conv_dim], y[:, conv_dim:], g, beta
     kernel = mod["qmv1g" + sfx]
     grid, smem = qmv1_grid(kernel, tiles, warps * 32, k, w.bits, BENCH_EXTRA, x.device)
@@ -531,8 +520,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             threads = (QMV_WARPS or warps) * 32
             fx = _fixed_form(x, w) if t == 1 else None
             if fx is not None:  # the same warps a tile as qmv1 (and its SwiGLU / Gated DeltaNet forms)
-                _fixed_launch(_module(x.device, extra)["qmv1f" + name[4:]], tiles, threads, w.qweight, sp, zp, fx[0],
-                              fx[1], bias, y, n, k, w.group_size)
+                _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
+                                                             bias, y, n, k, w.group_size)
                 return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
             kernel((grid,), (threads,), *args, smem=smem)
