@@ -73,9 +73,9 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
                 unpack8<T>(wv[j], g);
 #pragma unroll
                 for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (ZERO_CENTRED ? 1.f + g[i] : g[i]);
-                xv[j] = pack8<T>(a);
-                yr[v] = xv[j];
-                unpack8<T>(xv[j], a);  // the stored values
+                const uint4 yv = pack8<T>(a);
+                yr[v] = yv;
+                if (xq != nullptr) unpack8<T>(yv, a);  // the stored values
             }
             if (xq != nullptr && j * (int)blockDim.x < HV) {  // block-uniform; whole warps (shuffles)
                 float m = 0.f;
