@@ -64,7 +64,8 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
             threads = min(256, max(32, threads))
         name = f"add_rms_norm_zc_{s}" if zero_centered else f"add_rms_norm_{s}"
         xq = xg = None
-        if fixed and rows == 1 and H % 128 == 0 and "-DNINFER_NORM_TWO_PASS" not in lib.options:
+        if (fixed and rows == 1 and H % 128 == 0 and H <= 4 * 8 * threads  # the one-pass form writes it
+                and "-DNINFER_NORM_TWO_PASS" not in lib.options):
             xq = torch.empty(2, H, dtype=torch.int8, device=x.device)
             xg = torch.empty(H // 128, 2, dtype=torch.int32, device=x.device)
         lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg)
