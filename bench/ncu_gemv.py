@@ -36,9 +36,8 @@ def fixed_calls(w, x):
     from ninfer.quant import fixed
 
     gpu.QMV1F = True
-    xf = x.clone()
-    xq, xg = fixed.fixed_point(xf.flatten())
-    setattr(xf, fixed.FIXED_ATTR, (xq, xg, fixed.version_of(xf)))
+    xq, xg = fixed.fixed_point(x.flatten())
+    xf = fixed.attach(x.clone(), xq, xg)
     n, k = w.scales.shape[0], w.in_features
     tiles = -(-n // 16)
     plan = gpu.qmv_warps(gpu._module(x.device)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,

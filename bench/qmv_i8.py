@@ -6,11 +6,10 @@ L1): on the H200, qmv1's products alone take about as long as its weight takes t
 16 and 21), so the time of the products alone is the figure this form is meant to cut.
 
     python bench/qmv_i8.py                      # on a GPU: check, then time
-    python bench/qmv_i8.py --check-layout       # here (CPU): the k order of xq against pack_tiles' codes
     python bench/qmv_i8.py --precompile sm_90   # here: compile the builds into NINFER_KERNEL_CACHE
 
-The token's fixed-point form is made here by torch (not timed; a kernel of its own, or the producer's epilogue, would
-make it in the engine).
+The token's fixed-point form is ninfer.quant.fixed's reference (not timed; in the engine the norm before the GEMV makes
+it). Its k order against pack_tiles' codes is tested in tests/test_quant_fixed.py.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ sys.path.insert(0, str(HERE))
 GROUP = 128
 SHAPES = [(34816, 5120, "gate_up"), (5120, 17408, "down"), (12288, 5120, "gdn in_proj"), (5120, 6144, "attn o")]
 BUILDS = [""]  # each also with -DI8_DIAG=3 (its products alone); "@wN": N warps a tile
-PERM = (0, 2, 1, 3)
 
 
 def source() -> Path:
@@ -44,55 +42,6 @@ def source() -> Path:
 
 def extra(defs: str) -> tuple[str, ...]:
     return ("-DQM_BENCH_ONLY",) + tuple(defs.split())
-
-
-def k_order(k: int, device=None) -> torch.Tensor:
-    """xq's k index [K / 64, 4 (t), 4 (i), 4 (j)]: 64 c + 32 (i >> 1) + 8 t + 4 (i & 1) + PERM[j]."""
-    c = torch.arange(k // 64, device=device).view(-1, 1, 1, 1)
-    t = torch.arange(4, device=device).view(1, -1, 1, 1)
-    i = torch.arange(4, device=device).view(1, 1, -1, 1)
-    j = torch.tensor(PERM, device=device).view(1, 1, 1, -1)
-    return 64 * c + 32 * (i >> 1) + 8 * t + 4 * (i & 1) + j
-
-
-def fixed_point(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One token x [K] -> (xq int8 [2, K] in k_order, xg int32 [groups, 2] = (sx bits, sum of q), q [K] int32):
-    q = round(x / sx) with |q| <= 127 * 256 a group, x ~ sx q, q = 256 hi + lo with hi, lo signed bytes."""
-    k = x.numel()
-    xf = x.float().view(-1, group)
-    sx = xf.abs().amax(-1, keepdim=True) / (127 * 256)
-    sx = torch.where(sx > 0, sx, torch.ones_like(sx))
-    q = torch.round(xf / sx).clamp(-127 * 256, 127 * 256).to(torch.int32)
-    hi = torch.div(q + 128, 256, rounding_mode="floor")
-    lo = q - 256 * hi
-    order = k_order(k, x.device).flatten()
-    xq = torch.stack([hi.flatten()[order], lo.flatten()[order]]).to(torch.int8).contiguous()
-    xg = torch.stack([sx.flatten().view(torch.int32), q.sum(-1)], -1).to(torch.int32).contiguous()
-    return xq, xg, q.flatten()
-
-
-def check_layout(n: int = 48, k: int = 256) -> None:
-    """The codes each lane's bytes hold, read as qmv_i8.cu reads them (low nibble of byte j of word i: row g; high:
-    row g + 8; k as k_order), against the codes pack_tiles was given."""
-    from ninfer.quant.layout import QuantWeight, codes_of, pack_tiles
-
-    torch.manual_seed(0)
-    w = QuantWeight(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8), torch.ones(n, k // GROUP).half(), 4, GROUP, k)
-    codes = codes_of(w)[:, :k]
-    packed = pack_tiles(w).qweight.view(-1, k // 64, 8, 4, 4, 4)  # tiles, chunks, g, t, word i, byte j
-    order = k_order(k)  # [c, t, i, j]
-    got = torch.full((packed.shape[0] * 16, k), -1, dtype=torch.int64)
-    for tile in range(packed.shape[0]):
-        for g in range(8):
-            for t in range(4):
-                ks = order[:, t].reshape(-1)
-                by = packed[tile, :, g, t].reshape(-1).long()
-                got[16 * tile + g, ks] = by & 15
-                got[16 * tile + g + 8, ks] = by >> 4
-    ok = torch.equal(got[:n], codes.long())
-    print(f"layout check ({n}x{k}): {'codes match' if ok else 'MISMATCH'}")
-    if not ok:
-        raise SystemExit(1)
 
 
 _mods: dict = {}
@@ -133,19 +82,28 @@ def timed(fn, copies: int, iters: int) -> float:
     return best
 
 
+def main_row(ws_, x, copies: int, iters: int):
+    """main's quant_linear on x: (the output for ws_[0] in float32, us a launch, us with its products alone)."""
+    from ninfer.quant import gpu
+
+    y = gpu.quant_linear(x, ws_[0]).float().flatten()
+    times = []
+    for diag in ((), ("-DQMV_DIAG=3",)):
+        gpu.BENCH_EXTRA = diag
+        times.append(timed(lambda i, ws_=ws_, x=x: gpu.quant_linear(x, ws_[i]), copies, iters))
+    gpu.BENCH_EXTRA = ()
+    return y, times[0], times[1]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--builds", default=",".join(BUILDS), help="builds of the kernel, comma-separated -D options")
     ap.add_argument("--precompile", default=None, help="an arch (sm_90): compile the builds here and stop")
-    ap.add_argument("--check-layout", action="store_true")
     ap.add_argument("--iters", type=int, default=20)
     args = ap.parse_args()
     defs = [d.strip() for d in args.builds.split(",")]
     from ninfer.quant import gpu
 
-    if args.check_layout:
-        check_layout()
-        return
     if args.precompile:
         for d in defs:
             opts = " ".join(o for o in d.split() if not o.startswith("@w"))
@@ -156,6 +114,7 @@ def main():
     from decode import copy_bandwidth
     from quant import random_quant
 
+    from ninfer.quant import fixed
     from ninfer.quant.layout import dequantize
 
     dev = torch.device("cuda")
@@ -172,31 +131,17 @@ def main():
         x = (torch.randn(1, k, device=dev) * 0.5).to(torch.bfloat16)
         x[0, :: 97] *= 20  # a few outliers, as real activations have
         ref = (x.float() @ dequantize(ws_[0], torch.float32).T).flatten()
-        gpu.BENCH_EXTRA = ()
-        y_main = gpu.quant_linear(x, ws_[0]).float().flatten()
-        err_main = ((y_main - ref).norm() / ref.norm()).item()
-        t_main = timed(lambda i, ws_=ws_, x=x: gpu.quant_linear(x, ws_[i]), copies, args.iters)
-        gpu.BENCH_EXTRA = ("-DQMV_DIAG=3",)
-        t_main_p = timed(lambda i, ws_=ws_, x=x: gpu.quant_linear(x, ws_[i]), copies, args.iters)
-        gpu.BENCH_EXTRA = ()
-        print(f"| {label} {n}x{k} | qmv1 (main; peer) | {err_main:.2e} | - | {t_main:.1f} | "
-              f"{nbytes / (t_main * 1e-6) / bw:.3f} | {t_main_p:.1f} |", flush=True)
-        from ninfer.quant import fixed
-
-        xf = x.clone()  # main's qmv1f: the same token with its fixed-point form attached, as the norm attaches it
-        xq_, xg_ = fixed.fixed_point(xf.flatten())
-        setattr(xf, fixed.FIXED_ATTR, (xq_, xg_, fixed.version_of(xf)))
-        gpu.QMV1F = True  # (opt-in in the engine)
-        y_f = gpu.quant_linear(xf, ws_[0]).float().flatten()
-        err_f = ((y_f - ref).norm() / ref.norm()).item()
-        t_f = timed(lambda i, ws_=ws_, xf=xf: gpu.quant_linear(xf, ws_[i]), copies, args.iters)
-        gpu.BENCH_EXTRA = ("-DQMV_DIAG=3",)
-        t_f_p = timed(lambda i, ws_=ws_, xf=xf: gpu.quant_linear(xf, ws_[i]), copies, args.iters)
-        gpu.BENCH_EXTRA = ()
-        print(f"| {label} {n}x{k} | qmv1f (main, fixed point) | {err_f:.2e} | "
-              f"{((y_f - y_main).norm() / y_main.norm()).item():.2e} | {t_f:.1f} | "
-              f"{nbytes / (t_f * 1e-6) / bw:.3f} | {t_f_p:.1f} |", flush=True)
-        xq, xg, _ = fixed_point(x.flatten(), GROUP)
+        xq, xg = fixed.fixed_point(x.flatten())
+        xf = fixed.attach(x.clone(), xq, xg)  # main's qmv1f: the same token with the form, as the norm attaches it
+        y_main = None
+        for name, xx, on in (("qmv1 (main; peer)", x, False), ("qmv1f (main, fixed point)", xf, True)):
+            gpu.QMV1F = on  # (qmv1f is opt-in in the engine)
+            y, t_w, t_p = main_row(ws_, xx, copies, args.iters)
+            y_main = y if y_main is None else y_main
+            print(f"| {label} {n}x{k} | {name} | {((y - ref).norm() / ref.norm()).item():.2e} | "
+                  f"{'-' if y is y_main else f'{((y - y_main).norm() / y_main.norm()).item():.2e}'} | {t_w:.1f} | "
+                  f"{nbytes / (t_w * 1e-6) / bw:.3f} | {t_p:.1f} |", flush=True)
+        gpu.QMV1F = False
         tiles = -(-n // 16)
         plan = gpu.qmv_warps(gpu._module(dev)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,
                              dev)

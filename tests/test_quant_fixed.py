@@ -9,22 +9,28 @@ from ninfer.quant import fixed
 from ninfer.quant.layout import QuantWeight, codes_of, dequantize, pack_tiles, quantize_rtn
 
 
-def test_k_order_is_the_k_each_lane_holds_in_the_tiled_int4_packing():
-    """Read as the kernel reads it (low nibble of byte j of word i: row g, high nibble: row g + 8, at k_order's k),
-    the tiled packing gives back the codes it was made from."""
-    n, k = 48, 512
-    torch.manual_seed(0)
-    w = QuantWeight(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8), torch.ones(n, k // 128).half(), 4, 128, k)
-    packed = pack_tiles(w).qweight.view(-1, k // 64, 8, 4, 4, 4)  # tiles, chunks, g, t, word i, byte j
+def _codes_as_read(w: QuantWeight) -> torch.Tensor:
+    """The int4 codes [N, K] as the fixed-point kernel reads the tiled packing: the low nibble of byte j of a lane's
+    word i is row g's code, the high nibble row g + 8's, at k_order's k (lane (g, t) of each tile and 64-k chunk)."""
+    n, k = w.scales.shape[0], w.in_features
+    packed = pack_tiles(w).qweight.view(-1, k // 64, 8, 4, 4, 4).long()  # tiles, chunks, g, t, word i, byte j
     order = fixed.k_order(k).view(k // 64, 4, 4, 4)  # chunk, t, i, j
     got = torch.full((packed.shape[0] * 16, k), -1, dtype=torch.int64)
     for g in range(8):
         for t in range(4):
             ks = order[:, t].reshape(-1)
-            by = packed[:, :, g, t].reshape(packed.shape[0], -1).long()
+            by = packed[:, :, g, t].reshape(packed.shape[0], -1)
             got[g::16][:, ks] = by & 15
             got[g + 8::16][:, ks] = by >> 4
-    assert torch.equal(got[:n], codes_of(w)[:, :k].long())
+    return got[:n]
+
+
+def test_k_order_is_the_k_each_lane_holds_in_the_tiled_int4_packing():
+    """Read as the kernel reads it, the tiled packing gives back the codes it was made from."""
+    n, k = 48, 512
+    torch.manual_seed(0)
+    w = QuantWeight(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8), torch.ones(n, k // 128).half(), 4, 128, k)
+    assert torch.equal(_codes_as_read(w), codes_of(w)[:, :k].long())
     assert torch.equal(fixed.k_order(k).sort().values, torch.arange(k))
 
 
@@ -53,16 +59,7 @@ def _kernel_arithmetic(w, xq, xg):
     """What qmv1f computes, in exact integers then float64: per 128-k run of a tile row, 256 (u . hi) + (u . lo) -
     z sum(q), times the row's group scale and the run's sx; u from the tiled packing's nibbles at k_order's k."""
     n, k = w.scales.shape[0], w.in_features
-    packed = pack_tiles(w).qweight.view(-1, k // 64, 8, 4, 4, 4).long()
-    order = fixed.k_order(k).view(k // 64, 4, 4, 4)
-    u = torch.zeros(packed.shape[0] * 16, k, dtype=torch.int64)
-    for g in range(8):
-        for t in range(4):
-            ks = order[:, t].reshape(-1)
-            by = packed[:, :, g, t].reshape(packed.shape[0], -1)
-            u[g::16][:, ks] = by & 15
-            u[g + 8::16][:, ks] = by >> 4
-    u = u[:n]
+    u = _codes_as_read(w)
     q = torch.empty(k, dtype=torch.int64)
     q[fixed.k_order(k)] = 256 * xq[0].long() + xq[1].long()
     dot = (u.view(n, -1, 128) * q.view(1, -1, 128)).sum(-1)  # [n, runs], exact
@@ -100,3 +97,17 @@ def test_reference_norm_takes_fixed_and_attaches_nothing():
     y, h = ops.add_rms_norm(x, r, w, 1e-6, False, fixed=True)
     y0, _ = ops.add_rms_norm(x, r, w, 1e-6, False)
     assert torch.equal(y, y0) and fixed.attached(y) is None
+
+
+def test_an_attached_form_goes_stale_when_the_row_changes_in_place():
+    x = torch.randn(1, 256)
+    form = fixed.fixed_point(x.flatten())
+    assert fixed.attached(x) is None
+    fixed.attach(x, *form)
+    got = fixed.attached(x)
+    assert got is not None and got[0] is form[0] and got[1] is form[1]
+    x.mul_(2.0)
+    assert fixed.attached(x) is None  # the GEMV then takes the row itself
+    with torch.inference_mode():  # no version counter there: the form is kept as attached
+        y = fixed.attach(torch.randn(1, 256), *form)
+        assert fixed.attached(y) is not None

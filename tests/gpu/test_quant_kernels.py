@@ -745,9 +745,7 @@ def _with_fixed(x):
     reference of the form, not the norm kernel)."""
     from ninfer.quant import fixed
 
-    xq, xg = fixed.fixed_point(x.flatten())
-    setattr(x, fixed.FIXED_ATTR, (xq, xg, fixed.version_of(x)))
-    return x
+    return fixed.attach(x, *fixed.fixed_point(x.flatten()))
 
 
 def _spy_fixed(monkeypatch):

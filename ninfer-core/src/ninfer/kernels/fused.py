@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from ..quant.fixed import FIXED_ATTR, version_of
+from ..quant.fixed import attach
 from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
@@ -45,7 +45,7 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
 
     def add_rms_norm(x, residual, weight, eps, zero_centered=False, fixed=False):
         """fixed: for one row (H % 128 == 0), the normed row is also written in the 16-bit fixed point of the
-        quantised one-token GEMV (ninfer.quant.fixed), attached to the returned row as ``FIXED_ATTR``."""
+        quantised one-token GEMV (ninfer.quant.fixed), attached to the returned row (``fixed.attach``)."""
         s = suffix(x, "add_rms_norm")
         H = x.shape[-1]
         if (s is None or residual.dtype != x.dtype or weight.dtype != x.dtype or residual.shape != x.shape
@@ -71,7 +71,7 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg)
         y = y.view(x.shape)
         if xq is not None:
-            setattr(y, FIXED_ATTR, (xq, xg, version_of(y)))  # (a later in-place change of y makes it stale)
+            attach(y, xq, xg)
         return y, h.view(x.shape)
 
     def unfused_rope_write_kv(q, k, v, positions, cos_sin, k_cache, v_cache, slots, q_norm, k_norm, eps, zc):

@@ -56,6 +56,13 @@ def version_of(x: torch.Tensor) -> int | None:
     return None if x.is_inference() else x._version
 
 
+def attach(x: torch.Tensor, xq: torch.Tensor, xg: torch.Tensor) -> torch.Tensor:
+    """x with its form (xq, xg) attached (the norm's launcher does this; tests and benchmarks with the reference's
+    form); a later in-place change of x makes it stale."""
+    setattr(x, FIXED_ATTR, (xq, xg, version_of(x)))
+    return x
+
+
 def attached(x: torch.Tensor):
     """(xq, xg) as the norm attached them to x, or None, also where x has changed in place since (as far as its
     version counter tells: an inference-mode tensor has none, and nothing in the model changes a normed row)."""
