@@ -98,6 +98,8 @@ def main_row(ws_, x, copies: int, iters: int):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--builds", default=",".join(BUILDS), help="builds of the kernel, comma-separated -D options")
+    ap.add_argument("--main-builds", default="", help="builds of main's library (comma-separated -D options) whose "
+                    "qmv1f rows to add, timed reading the weight only")
     ap.add_argument("--precompile", default=None, help="an arch (sm_90): compile the builds here and stop")
     ap.add_argument("--iters", type=int, default=20)
     args = ap.parse_args()
@@ -141,6 +143,14 @@ def main():
             print(f"| {label} {n}x{k} | {name} | {((y - ref).norm() / ref.norm()).item():.2e} | "
                   f"{'-' if y is y_main else f'{((y - y_main).norm() / y_main.norm()).item():.2e}'} | {t_w:.1f} | "
                   f"{nbytes / (t_w * 1e-6) / bw:.3f} | {t_p:.1f} |", flush=True)
+        for mb in [b.strip() for b in args.main_builds.split(",") if b.strip()]:
+            gpu.QMV1F, gpu.BENCH_EXTRA = True, tuple(mb.split())
+            y = gpu.quant_linear(xf, ws_[0]).float().flatten()
+            t_w = timed(lambda i, ws_=ws_, xf=xf: gpu.quant_linear(xf, ws_[i]), copies, args.iters)
+            gpu.BENCH_EXTRA = ()
+            print(f"| {label} {n}x{k} | qmv1f `{mb}` | {((y - ref).norm() / ref.norm()).item():.2e} | "
+                  f"{((y - y_main).norm() / y_main.norm()).item():.2e} | {t_w:.1f} | "
+                  f"{nbytes / (t_w * 1e-6) / bw:.3f} | - |", flush=True)
         gpu.QMV1F = False
         tiles = -(-n // 16)
         plan = gpu.qmv_warps(gpu._module(dev)[gpu.qmv_kernel_name(x.dtype, torch.float16, 4, False)], tiles, k, 4,

@@ -136,6 +136,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # form; opt-in, NINFER_QMV1F=1). (Fewer blocks an SM for it, by unused shared memory, lost: code in 13be5a7.)
     "int4 one token in fixed point (qmv1f)": dict(split=(16,), qmv1f=True),
     "qmv1f, branch-free group loads (QMV_FIXFETCH)": dict(split=(16,), qmv1f=True, extra=("-DQMV_FIXFETCH=1",)),
+    "qmv1f, predicated group loads (QMV_FIXFETCH=2)": dict(split=(16,), qmv1f=True, extra=("-DQMV_FIXFETCH=2",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),

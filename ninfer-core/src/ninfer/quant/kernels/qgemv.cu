@@ -823,8 +823,8 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #define QMV_ZB 0  // (lanes g != 0 mask theirs): the same sums, less tensor-core switching (a power/clock experiment)
 #endif
 #ifndef QMV_FIXFETCH  // 1 (bench, not yet measured): qmv1f's bursts load one scale a 128-k run at a computed group, with
-#define QMV_FIXFETCH 0  // no branch on the group size in the loop (as bench/kernels/qmv_i8.cu, 0.94 of copy bandwidth)
-#endif
+#define QMV_FIXFETCH 0  // no branch on the group size in the loop (as bench/kernels/qmv_i8.cu, 0.94 of copy bandwidth);
+#endif                  // 2: the same loads predicated on b != warp instead of behind a branch, as the bench kernel's
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
@@ -1183,7 +1183,17 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             }
         };
         for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2)) {
-            if (b != warp) {
+            if (QMV_FIXFETCH == 2 && QMV_DIAG != 3) {  // no branch: every load predicated on b != warp
+                const bool p = b != warp;
+#pragma unroll
+                for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, p);
+#pragma unroll
+                for (int q = 0; q < B; q += 2) {
+                    const int gi = (b * B + q) >> lg;
+                    qm_load_s(sv[q], St + gi * 8, p);
+                    if (ZP) qm_load_z(zv[q], Zt + gi * 8, p);
+                }
+            } else if (b != warp) {
                 if (QMV_DIAG == 3) fetch(Wt + (i64)warp * B * 32, warp);  // the first burst again
                 else if (QMV_FIXFETCH) fetch_runs(wb, b);
                 else fetch(wb, b);
