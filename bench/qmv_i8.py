@@ -137,7 +137,7 @@ def main():
         xf = fixed.attach(x.clone(), xq, xg)  # main's qmv1f: the same token with the form, as the norm attaches it
         y_main = None
         for name, xx, on in (("qmv1 (main; peer)", x, False), ("qmv1f (main, fixed point)", xf, True)):
-            gpu.QMV1F = on  # (qmv1f is opt-in in the engine)
+            gpu.QMV1F = on
             y, t_w, t_p = main_row(ws_, xx, copies, args.iters)
             y_main = y if y_main is None else y_main
             print(f"| {label} {n}x{k} | {name} | {((y - ref).norm() / ref.norm()).item():.2e} | "

@@ -133,10 +133,10 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 16, e2e only: the default kernels with some of the decode step's other ops replaced by ones that launch
     # nothing (outputs wrong; as bench/whatif.py does for bf16 models): what they cost a quantised step at most
     # session 23: one token of int4 in 16-bit fixed point on the integer tensor cores (qmv1f*, the norms making the
-    # form; opt-in, NINFER_QMV1F=1). (Fewer blocks an SM for it, by unused shared memory, lost: code in 13be5a7.)
-    "int4 one token in fixed point (qmv1f)": dict(split=(16,), qmv1f=True),
-    "qmv1f, branch-free group loads (QMV_FIXFETCH)": dict(split=(16,), qmv1f=True, extra=("-DQMV_FIXFETCH=1",)),
-    "qmv1f, predicated group loads (QMV_FIXFETCH=2)": dict(split=(16,), qmv1f=True, extra=("-DQMV_FIXFETCH=2",)),
+    # form); the default since session 24, with its group loads predicated (QMV_FIXFETCH). (Fewer blocks an SM for
+    # it, by unused shared memory, lost: code in 13be5a7.)
+    "int4 one token in bf16 (qmv1, before qmv1f)": dict(split=(16,), qmv1f=False),
+    "qmv1f, group loads behind branches (QMV_FIXFETCH=0, session 23)": dict(split=(16,), extra=("-DQMV_FIXFETCH=0",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -160,7 +160,7 @@ def variant(label: str):
     gpu.QMV1 = v.get("qmv1", True)
     gpu.QMV1S = v.get("qmv1s", True)
     gpu.QMV1G = v.get("qmv1g", True)
-    gpu.QMV1F = v.get("qmv1f", False)
+    gpu.QMV1F = v.get("qmv1f", True)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

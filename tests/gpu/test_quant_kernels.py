@@ -752,7 +752,7 @@ def _spy_fixed(monkeypatch):
     """The fixed-point forms turned on; the calls to gpu._fixed_form and whether each served (qmv1f* launched)."""
     from ninfer.quant import gpu
 
-    monkeypatch.setattr(gpu, "QMV1F", True)  # (opt-in in the engine: NINFER_QMV1F=1)
+    monkeypatch.setattr(gpu, "QMV1F", True)  # (the default; NINFER_QMV1F=0 turns it off)
     served, real = [], gpu._fixed_form
 
     def spy(x, w):

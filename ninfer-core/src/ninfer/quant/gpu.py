@@ -70,9 +70,9 @@ QMV1S: bool = os.environ.get("NINFER_QMV1S", "1").lower() not in ("0", "false", 
 QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", "off")
 # One token of an int4 weight with its activations in 16-bit fixed point, multiplied on the integer tensor cores
 # (qmv1f / qmv1sf / qmv1gf, ninfer.quant.fixed): taken where the norm before the GEMV attached that form to its row.
-# Opt-in (NINFER_QMV1F=1): its products take 15-30 % less time than qmv1's, but end to end the 27B W4A16 decode
-# moved by -0.7 to +1.9 % (H100 and H200, bench/RESULTS.md session 23), inside the spread between variants.
-QMV1F: bool = os.environ.get("NINFER_QMV1F", "0").lower() not in ("0", "false", "off", "")
+# Its products take 15-30 % less time than qmv1's; the 27B W4A16 decode 4.5-5.6 % faster on the H200 (bench/RESULTS.md
+# session 24). NINFER_QMV1F=0 keeps such weights on qmv1 (bf16 products).
+QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.

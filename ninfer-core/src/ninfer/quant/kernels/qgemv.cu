@@ -822,9 +822,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_ZB  // 1 (bench): one token multiplies its activations into B column 0 only, the other 7 columns zero
 #define QMV_ZB 0  // (lanes g != 0 mask theirs): the same sums, less tensor-core switching (a power/clock experiment)
 #endif
-#ifndef QMV_FIXFETCH  // 1 (bench, not yet measured): qmv1f's bursts load one scale a 128-k run at a computed group, with
-#define QMV_FIXFETCH 0  // no branch on the group size in the loop (as bench/kernels/qmv_i8.cu, 0.94 of copy bandwidth);
-#endif                  // 2: the same loads predicated on b != warp instead of behind a branch, as the bench kernel's
+#ifndef QMV_FIXFETCH  // 1: qmv1f's bursts load one scale a 128-k run at a computed group, every load predicated on
+#define QMV_FIXFETCH 1  // b != warp, no branch in the loop (as bench/kernels/qmv_i8.cu); 0 (bench): qmv's fetch, behind
+#endif                  // branches on b and the group size (27B W4A16 decode 3-6 % slower, H200, RESULTS session 24)
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
@@ -989,8 +989,9 @@ __device__ __forceinline__ void qmvp(const uint4 *__restrict__ Wp, const unsigne
 // then times s_w sx into the float32 sum. Against qmv1's bf16 dequantisation (3 shifts, 4 LOP3, 4 bf16 FMAs a word of
 // 8 codes) a word takes 3 instructions; the activations one 16-byte load a chunk instead of two. Measured (bench/
 // qmv_i8.py, bench/RESULTS.md session 23): the products alone take 15-30 % less time than qmv1's; with the weight
-// from memory, on the H200 the 27B down GEMV 0.78 of copy bandwidth against qmv1's 0.72, gate_up 0.84 against 0.85
-// (the bench kernel bench/kernels/qmv_i8.cu, the same products at 80 registers, 0.94 there). Opt-in (gpu.QMV1F).
+// from memory, on the H200 the 27B gate_up GEMV 0.91 of copy bandwidth against qmv1's 0.84, down 0.80 against 0.71,
+// and its decode 4.5-5.6 % faster (session 24, with QMV_FIXFETCH). The default where the norm before it makes the form
+// (gpu.QMV1F; NINFER_QMV1F=0 turns it off).
 // Needs G % 128 == 0 (B a multiple of 2: each burst holds whole 128-k runs of one weight group).
 struct QmvFixed {
     const uint4 *xq;
@@ -1172,18 +1173,8 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         // this warp's activations and groups, stepped with its bursts: hi for even g (B's even columns), lo for odd
         const uint4 *xb = fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
         const int2 *gb = fx.xg + warp * (B / 2);
-        auto fetch_runs = [&](const uint4 *wp, int bb) {  // QMV_FIXFETCH: scales (zero points) at runs 2q only
-#pragma unroll
-            for (int u = 0; u < B; u++) load_w(wv[u], wp + u * 32);
-#pragma unroll
-            for (int q = 0; q < B; q += 2) {
-                const int gi = (bb * B + q) >> lg;
-                sv[q] = __ldg(St + gi * 8);
-                zv[q] = ZP ? (unsigned)__ldg(Zt + gi * 8) : ZSYM;
-            }
-        };
         for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2)) {
-            if (QMV_FIXFETCH == 2 && QMV_DIAG != 3) {  // no branch: every load predicated on b != warp
+            if (QMV_FIXFETCH && QMV_DIAG != 3) {  // the scales (zero points) of runs 2q only, no branch
                 const bool p = b != warp;
 #pragma unroll
                 for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, p);
@@ -1195,7 +1186,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 }
             } else if (b != warp) {
                 if (QMV_DIAG == 3) fetch(Wt + (i64)warp * B * 32, warp);  // the first burst again
-                else if (QMV_FIXFETCH) fetch_runs(wb, b);
                 else fetch(wb, b);
             }
             uint4 wc[B];
