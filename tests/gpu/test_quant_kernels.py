@@ -822,6 +822,49 @@ def test_fixed_point_burst_kernel_with_swiglu(dtype, scale_dtype, group, sym, in
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("inter,k", [(17408, 5120), (1024, 1024), (1040, 512)])
+def test_fixed_point_swiglu_writes_the_down_form(dtype, inter, k, monkeypatch):
+    """qmv1sf with fixed_out: the same SwiGLU row, and bit for bit ninfer.quant.fixed's form of it attached (each group
+    of 128 made by the last of its 8 blocks), launch after launch (the group counts go back to zero) and in CUDA graph
+    replays; a row not a multiple of 128 (1040) attaches none. The down GEMV then takes the form (qmv1f)."""
+    from ninfer.quant import fixed, gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(2 * inter, k, 4, 128, True, torch.bfloat16, inter + k))
+    down = gpu.prepare(_tiled_case(k, inter, 4, 128, False, torch.bfloat16, inter - k)) if inter % 128 == 0 else None
+    x = _with_fixed(torch.randn(1, k, device="cuda").to(dtype))
+    served = _spy_fixed(monkeypatch)
+    y0 = gpu.quant_linear_silu_mul(x, q)
+    if y0 is None:  # more warps a tile than the SwiGLU form takes (as test_fixed_point_burst_kernel_with_swiglu)
+        return
+    for _ in range(3):
+        _poison()
+        y = gpu.quant_linear_silu_mul(x, q, fixed_out=True)
+        assert torch.equal(y, y0)
+        got = fixed.attached(y)
+        if down is None:
+            assert got is None
+            return
+        want = fixed.fixed_point(y.flatten())
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert not gpu._group_counts(x.device, inter).any()
+    served.clear()
+    out = gpu.quant_linear(y, down).float()
+    assert served == [True]
+    ref = (y.float() @ dequantize(down).t()).flatten()
+    assert ((out.flatten() - ref).norm() / ref.norm()) < 1e-2
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        yg = gpu.quant_linear_silu_mul(x, q, fixed_out=True)
+    for _ in range(3):
+        _poison()
+        g.replay()
+        torch.cuda.synchronize()
+        got = fixed.attached(yg)
+        assert torch.equal(yg, y0) and torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("group,sym", [(128, True), (128, False)])
 @pytest.mark.parametrize("hidden,conv_dim,z_dim,heads", [(5120, 10240, 6144, 48), (1024, 512, 256, 8)])
 def test_fixed_point_burst_kernel_with_gdn_in(dtype, group, sym, hidden, conv_dim, z_dim, heads, monkeypatch):
@@ -883,7 +926,8 @@ def test_norm_writes_the_fixed_point_form(dtype, zc, H):
 
 def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
     """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers), int4 g128: every decode step's
-    norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it; greedy tokens as with
+    norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it, and down takes the
+    SwiGLU GEMV's; greedy tokens as with
     it off (NINFER_QMV1F=0's path), logits within bf16 rounding of them; CUDA graph replay gives the eager logits."""
     import random_model as rm
     from quant import quant_model
@@ -905,7 +949,8 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
             logits.append(r.decode(int(logits[-1].argmax())))
         out[name] = torch.stack([lg.float().flatten() for lg in logits])
         if name == "eager":
-            assert sum(served) == 6 * (4 + 3), served  # gate_up x 4; layers 1-3's mixer input (layer 0 has no add)
+            # gate_up and down x 4; layers 1-3's mixer input (layer 0's norm has no add)
+            assert sum(served) == 6 * (4 + 4 + 3), served
     assert torch.equal(out["graphed"], out["eager"])
     assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
     err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()

@@ -12,6 +12,7 @@ class SwiGLU:
         self.ops = ops
         self.gate_up = Linear(ops, hidden, 2 * intermediate, bias=bias, parts=(intermediate, intermediate))  # [gate | up]
         self.down = Linear(ops, intermediate, hidden, bias=bias)
+        self.fixed = False  # the quantised SwiGLU GEMV also writes its row in down's fixed-point form (DecoderBlock)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.gate_up.bias is not None:  # Llama's mlp_bias: the plain ops
@@ -20,7 +21,9 @@ class SwiGLU:
             return self.down(self.ops.linear_silu_mul(x, self.gate_up.weight))
         # quantised weights: their GEMM, with SwiGLU in its epilogue where it offers that (one token on the GPU)
         fused = getattr(self.ops.linear_for(self.gate_up.weight.layout), "with_silu_mul", None)
-        y = fused(x, self.gate_up.weight) if fused is not None and self.gate_up.bias is None else None
+        y = None
+        if fused is not None and self.gate_up.bias is None:
+            y = fused(x, self.gate_up.weight, fixed_out=True) if self.fixed else fused(x, self.gate_up.weight)
         return self.down(y if y is not None else self.ops.silu_mul(self.gate_up(x)))
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:

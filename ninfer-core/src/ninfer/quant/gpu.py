@@ -73,6 +73,9 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 # Its products take 15-30 % less time than qmv1's; the 27B W4A16 decode 4.5-5.6 % faster on the H200 (bench/RESULTS.md
 # session 24). NINFER_QMV1F=0 keeps such weights on qmv1 (bf16 products).
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off", "")
+# ... and the SwiGLU form of it (qmv1sf) writing its output in that form for the down projection (NINFER_QMV1F_DOWN=0:
+# down reads the bf16 row through qmv1)
+QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "1").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -362,6 +365,18 @@ def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[
     return min(tiles, _persist_grids[key]), smem
 
 
+_counts: dict = {}
+
+
+def _group_counts(device: torch.device, h: int) -> torch.Tensor:
+    """qmv1sf's per-group block counts for an output row of h (zeros; each launch sets them back to zero as it ends),
+    one buffer per device and width (one stream launches them: the decode step's)."""
+    key = (device.index if device.index is not None else torch.cuda.current_device(), h)
+    if key not in _counts:
+        _counts[key] = torch.zeros(h // fixed.GROUP, dtype=torch.int32, device=device)
+    return _counts[key]
+
+
 def _fixed_form(x: torch.Tensor, w: QuantWeight):
     """(xq, xg) where the fixed-point kernels serve one token x with w: the form the norm attached to x (unchanged
     since), an int4 tiled weight with groups of whole 128-k runs and no column permutation; else None."""
@@ -393,11 +408,12 @@ def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):
     return x2, sp, zp, tiles, QMV_WARPS or qmv_warps(mod[name], tiles, k, w.bits, x.device), mod, name[4:]
 
 
-def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | None:
+def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight, fixed_out: bool = False) -> torch.Tensor | None:
     """silu(x @ gate^T) * (x @ up^T) for a gate_up weight [gate | up] in one launch of the burst kernel (qmv1s:
     each block one gate tile and its up tile, every sum as quant_linear's qmv1 launch makes it, so the bits are
     silu_mul(quant_linear(x, w))'s); None where that kernel does not serve (the caller then runs the two ops).
-    NINFER_QMV1S=0 turns it off."""
+    NINFER_QMV1S=0 turns it off. ``fixed_out``: where x comes in the fixed-point form (qmv1sf), the output row is
+    attached in that form too (ninfer.quant.fixed), for the down projection, if its width is a multiple of 128."""
     k, n = w.in_features, w.scales.shape[0]
     form = None if n % 32 else _one_token_form(x, w, QMV1S)
     if form is None or 2 * form[4] > 16:  # QM_MAX_WARPS: the plain launch's warps a tile, twice
@@ -406,8 +422,14 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight) -> torch.Tensor | Non
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
     fx = _fixed_form(x, w)
     if fx is not None:
-        mod["qmv1sf" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size)
-        return y
+        h = n // 2
+        out = (None, None, None)
+        if fixed_out and QMV1F_DOWN and h % fixed.GROUP == 0:
+            out = (torch.empty(2, h, dtype=torch.int8, device=x.device),
+                   torch.empty(h // fixed.GROUP, 2, dtype=torch.int32, device=x.device), _group_counts(x.device, h))
+        mod["qmv1sf" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size,
+                            *out)
+        return y if out[0] is None else fixed.attach(y, out[0], out[1])
     kernel = mod["qmv1s" + sfx]
     grid, smem = qmv1_grid(kernel, tiles // 2, 2 * warps * 32, k, w.bits, BENCH_EXTRA, x.device)
     kernel((grid,), (2 * warps * 32,), w.qweight, sp, zp, x2, y, n, k, w.group_size, smem=smem)

@@ -6,6 +6,7 @@
 // forms dot = sum u*x and sx = sum x, then acc += s*dot + o*sx: one scale/offset load per vector.
 // One warp per output row, QG_WARPS rows per block; NT tokens share each weight load.
 #include "ninfer/common.cuh"
+#include "ninfer/fixed_point.cuh"
 #include "ninfer/gdn_in_epilogue.cuh"
 
 #ifndef QG_WARPS
@@ -993,9 +994,16 @@ __device__ __forceinline__ void qmvp(const uint4 *__restrict__ Wp, const unsigne
 // and its decode 4.5-5.6 % faster (session 24, with QMV_FIXFETCH). The default where the norm before it makes the form
 // (gpu.QMV1F; NINFER_QMV1F=0 turns it off).
 // Needs G % 128 == 0 (B a multiple of 2: each burst holds whole 128-k runs of one weight group).
+// The SwiGLU form (qmv1sf) may write its output row in the same form for the down projection (oq, og not null; N / 2
+// % 128 == 0): a group of 128 outputs comes from 8 blocks, so each block counts itself in ocnt[group] after its
+// stores, and the eighth converts the group's stored values (read back from L2) and sets the count back to 0. The form
+// is that of the final stored values, whichever block is last (fixed_point.cuh), so the bits do not depend on order.
 struct QmvFixed {
     const uint4 *xq;
     const int2 *xg;
+    unsigned char *oq = nullptr;
+    int2 *og = nullptr;
+    int *ocnt = nullptr;
 };
 
 __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
@@ -1235,13 +1243,35 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
         for (int i = 0; i < NACC; i++) red_s[half * warps + warp][i][lane] = acc[0][IDX[i]];
         __syncthreads();
-        if (half * warps + warp != 0 || t != 0) return;
+        const bool fout = FIX && fx.ocnt != nullptr;  // grid-uniform
+        if (half * warps + warp != 0 || (t != 0 && !fout)) return;
+        if (t == 0) {
 #pragma unroll
-        for (int r = 0; r < 2; r++) {  // slot r: row g + 8 r of each tile
-            float gs = red_s[0][r][lane], us = red_s[warps][r][lane];
-            for (int w = 1; w < warps; w++) gs += red_s[w][r][lane], us += red_s[warps + w][r][lane];
-            const float gv = to_f(from_f<T>(gs)), uv = to_f(from_f<T>(us));  // as the plain GEMM stores them
-            y[blockIdx.x * 16 + g + 8 * r] = from_f<T>(gv / (1.f + expf(-gv)) * uv);
+            for (int r = 0; r < 2; r++) {  // slot r: row g + 8 r of each tile
+                float gs = red_s[0][r][lane], us = red_s[warps][r][lane];
+                for (int w = 1; w < warps; w++) gs += red_s[w][r][lane], us += red_s[warps + w][r][lane];
+                const float gv = to_f(from_f<T>(gs)), uv = to_f(from_f<T>(us));  // as the plain GEMM stores them
+                y[blockIdx.x * 16 + g + 8 * r] = from_f<T>(gv / (1.f + expf(-gv)) * uv);
+            }
+        }
+        if (fout) {  // warp 0: the last of a group's 8 blocks writes the group's fixed-point form
+            __threadfence();
+            __syncwarp();
+            const int grp = blockIdx.x >> 3;
+            int last = lane == 0 ? atomicAdd(fx.ocnt + grp, 1) == 7 : 0;
+            if (!__shfl_sync(0xffffffffu, last, 0)) return;
+            __threadfence();
+            float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            const int v = grp * 16 + (lane & 15);
+            if (lane < 16) {  // past L1 (other SMs' stores), and not moved above the fence (volatile, memory clobber)
+                uint4 u;
+                asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(reinterpret_cast<const uint4 *>(y) + v)
+                             : "memory");
+                unpack8<T>(u, a);
+            }
+            fixed_group16(a, v, lane < 16, fx.oq, fx.og, N / 2);
+            if (lane == 0) fx.ocnt[grp] = 0;
         }
         return;
     }
@@ -1390,10 +1420,10 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1sf_##S##_s##SS##_b4_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
-        int N, int K, int G) {                                                                              \
+        int N, int K, int G, unsigned char *oq, int2 *og, int *ocnt) {                                      \
         ninfer::qmv<T, ST, 4, Z, 0, true, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, \
                                                                    1, ninfer::QmvStore<T>{y, N},             \
-                                                                   ninfer::QmvFixed{xq, xg});               \
+                                                                   ninfer::QmvFixed{xq, xg, oq, og, ocnt}); \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1gf_##S##_s##SS##_b4_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \

@@ -4,6 +4,7 @@
 // dtype is rounded to it here too, so the fused and unfused paths compute the same function.
 #pragma once
 #include "common.cuh"
+#include "fixed_point.cuh"
 #include "gemv.cuh"
 
 namespace ninfer {
@@ -15,10 +16,8 @@ namespace ninfer {
 // loop of them, and no re-read of h after it). Longer rows take the two-pass loop.
 //
 // xq / xg (not null: one row, H % 128 == 0, the row in registers): y as well in the 16-bit fixed point of the quantised
-// one-token GEMV (ninfer.quant.fixed, qgemv.cu qmv1f*): per group of 128 values (16 threads here) sx = max |y| / 32512,
-// q = rint(y / sx), q = 256 hi + lo with hi, lo signed bytes, stored in the GEMV's k order (8 consecutive values of a
-// thread: two words of hi, two of lo, bytes (0, 2, 1, 3) of each 4); xg[group] = {sx bits, sum of q}. From the stored
-// (rounded) y, so the GEMV sees the values the model stores.
+// one-token GEMV (fixed_point.cuh; 16 threads a group of 128 here), from the stored (rounded) y, so the GEMV sees the
+// values the model stores.
 template <typename T, bool ZERO_CENTRED>
 __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *__restrict__ r,
                                              const T *__restrict__ w, T *__restrict__ y, T *__restrict__ h,
@@ -77,35 +76,7 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
                 yr[v] = yv;
                 if (xq != nullptr) unpack8<T>(yv, a);  // the stored values
             }
-            if (xq != nullptr && j * (int)blockDim.x < HV) {  // block-uniform; whole warps (shuffles)
-                float m = 0.f;
-#pragma unroll
-                for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(a[i]));
-#pragma unroll
-                for (int o = 8; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));  // the 16 of a group
-                const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
-                int hi[8], lo[8], qs = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++) {
-                    const int q = max(-32512, min(32512, __float2int_rn(__fdiv_rn(a[i], sx))));
-                    qs += q;
-                    hi[i] = (q + 128) >> 8;
-                    lo[i] = q - 256 * hi[i];
-                }
-#pragma unroll
-                for (int o = 8; o; o >>= 1) qs += __shfl_xor_sync(0xffffffffu, qs, o);
-                if (v < HV) {
-                    auto word = [](const int *b) {  // bytes (b0, b2, b1, b3)
-                        return (unsigned)(b[0] & 0xFF) | (unsigned)(b[2] & 0xFF) << 8 | (unsigned)(b[1] & 0xFF) << 16
-                               | (unsigned)(b[3] & 0xFF) << 24;
-                    };
-                    // values 8v..8v+7: chunk v / 8, lane t = v & 3, words 2 ((v >> 2) & 1) and the next
-                    const int wi = ((v >> 3) * 4 + (v & 3)) * 4 + 2 * ((v >> 2) & 1);
-                    *reinterpret_cast<uint2 *>(xq + 4 * wi) = make_uint2(word(hi), word(hi + 4));
-                    *reinterpret_cast<uint2 *>(xq + H + 4 * wi) = make_uint2(word(lo), word(lo + 4));
-                    if ((v & 15) == 0) xg[v >> 4] = make_int2(__float_as_int(sx), qs);
-                }
-            }
+            if (xq != nullptr && j * (int)blockDim.x < HV) fixed_group16(a, v, v < HV, xq, xg, H);  // block-uniform
         }
         return;
     }

@@ -1,0 +1,44 @@
+#pragma once
+// One token's activations in the 16-bit fixed point of the quantised int4 one-token GEMV (ninfer.quant.fixed,
+// qgemv.cu qmv1f*): per group of 128 values sx = max |x| / 32512 (1 for a zero group), q = rint(x / sx), q = 256 hi + lo
+// with hi, lo signed bytes, stored in the GEMV's k order (8 consecutive values: two words of hi, two of lo, bytes
+// (0, 2, 1, 3) of each 4); xg[group] = {sx bits, sum of q}. Written by the norm before the GEMV (fused.cuh) and by the
+// SwiGLU GEMV's epilogue for the down projection (qgemv.cu).
+#include "common.cuh"
+
+namespace ninfer {
+
+// A group of 128 values held by 16 consecutive lanes (a half warp), 8 each: values 8v .. 8v + 7 of a row of H in a,
+// v's group v >> 4. Every lane of the warp calls it (shuffles over the whole warp, each half its own group); a lane
+// with !valid writes nothing (its a must hold zeros or its half's values).
+__device__ __forceinline__ void fixed_group16(const float (&a)[8], int v, bool valid, unsigned char *__restrict__ xq,
+                                              int2 *__restrict__ xg, int H) {
+    float m = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(a[i]));
+#pragma unroll
+    for (int o = 8; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));  // the 16 of a group
+    const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
+    int hi[8], lo[8], qs = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int q = max(-32512, min(32512, __float2int_rn(__fdiv_rn(a[i], sx))));
+        qs += q;
+        hi[i] = (q + 128) >> 8;
+        lo[i] = q - 256 * hi[i];
+    }
+#pragma unroll
+    for (int o = 8; o; o >>= 1) qs += __shfl_xor_sync(0xffffffffu, qs, o);
+    if (!valid) return;
+    auto word = [](const int *b) {  // bytes (b0, b2, b1, b3)
+        return (unsigned)(b[0] & 0xFF) | (unsigned)(b[2] & 0xFF) << 8 | (unsigned)(b[1] & 0xFF) << 16
+               | (unsigned)(b[3] & 0xFF) << 24;
+    };
+    // values 8v..8v+7: chunk v / 8, lane t = v & 3, words 2 ((v >> 2) & 1) and the next
+    const int wi = ((v >> 3) * 4 + (v & 3)) * 4 + 2 * ((v >> 2) & 1);
+    *reinterpret_cast<uint2 *>(xq + 4 * wi) = make_uint2(word(hi), word(hi + 4));
+    *reinterpret_cast<uint2 *>(xq + H + 4 * wi) = make_uint2(word(lo), word(lo + 4));
+    if ((v & 15) == 0) xg[v >> 4] = make_int2(__float_as_int(sx), qs);
+}
+
+}  // namespace ninfer
