@@ -10,8 +10,8 @@ export PYTHONPATH=$PYTHONPATH:$PWD/bench
 timeout 200 python -m pytest -q tests/gpu/test_quant_kernels.py tests/gpu/test_fused.py -k "not bench_variants" -p no:cacheprovider > $OUT/tests.txt 2>&1; echo tests rc $?
 tail -4 $OUT/tests.txt | cut -c1-300
 V="default (per tile 1..8 tokens, split 9..16);int4 one token in bf16 (qmv1, before qmv1f);qmv1f, down from the bf16 row (NINFER_QMV1F_DOWN=0);default (per tile 1..8 tokens, split 9..16)"
-timeout 220 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "27B W4A16 g128,8B W8A16 g128" --variants "$V" > $OUT/e2e.txt 2>&1
+timeout 180 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "27B W4A16 g128,8B W8A16 g128" --variants "$V" > $OUT/e2e.txt 2>&1
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e.txt | cut -c1-220
-NINFER_PDL=0 timeout 90 python bench/quant.py --parts profile --no-qgemv --models "27B W4A16 g128" --profile-layers 8 > $OUT/profile.txt 2>&1
+NINFER_PDL=0 timeout 60 python bench/quant.py --parts profile --no-qgemv --models "27B W4A16 g128" --profile-layers 8 > $OUT/profile.txt 2>&1
 grep -vE "^\s*$|compiling|ops of" $OUT/profile.txt | tail -20 | cut -c1-200
 timeout 100 python bench/peers/transformers_decode.py 8b 27b > $OUT/peer.txt 2>&1; grep -E "RESULT|FAILED|copy bandwidth|^transformers" $OUT/peer.txt
