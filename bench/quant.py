@@ -137,7 +137,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # it, by unused shared memory, lost: code in 13be5a7.)
     "int4 one token in bf16 (qmv1, before qmv1f)": dict(split=(16,), qmv1f=False),
     "qmv1f, group loads behind branches (QMV_FIXFETCH=0, session 23)": dict(split=(16,), extra=("-DQMV_FIXFETCH=0",)),
-    "qmv1f, down from the bf16 row (NINFER_QMV1F_DOWN=0)": dict(split=(16,), qmv1f_down=False),
+    "qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)": dict(split=(16,), qmv1f_down=True),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -162,7 +162,7 @@ def variant(label: str):
     gpu.QMV1S = v.get("qmv1s", True)
     gpu.QMV1G = v.get("qmv1g", True)
     gpu.QMV1F = v.get("qmv1f", True)
-    gpu.QMV1F_DOWN = v.get("qmv1f_down", True)
+    gpu.QMV1F_DOWN = v.get("qmv1f_down", False)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

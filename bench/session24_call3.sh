@@ -1,10 +1,11 @@
-# Session 24, call 3 (H200): call 2's end-to-end A/B of the 27B W4A16 decode (qmv1f default with down's form, qmv1,
-# qmv1f without down's form), each variant twice in one process. Kernels: .kc_s24 as call 2.
+# Session 24, call 3: call 2's end-to-end A/B of the 27B W4A16 decode (qmv1f, the default; qmv1; qmv1f with down's
+# form, opt-in after call 2), each variant twice in one process. Kernels: .kc_s24 as call 2. Run on an H100 (the warm
+# machine), and again on the H200 as call 4.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s24/ninfer_qgemv-* .kc_s24/ninfer_sm90-* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
-D="default (per tile 1..8 tokens, split 9..16)"; B="int4 one token in bf16 (qmv1, before qmv1f)"; N="qmv1f, down from the bf16 row (NINFER_QMV1F_DOWN=0)"
+D="default (per tile 1..8 tokens, split 9..16)"; B="int4 one token in bf16 (qmv1, before qmv1f)"; N="qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)"
 timeout 200 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "27B W4A16 g128" --variants "$D;$B;$N;$D;$B;$N" > $OUT/e2e.txt 2>&1
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e.txt | cut -c1-220
 timeout 100 python bench/peers/transformers_decode.py 8b 27b > $OUT/peer.txt 2>&1; grep -E "RESULT|FAILED|copy bandwidth|^transformers" $OUT/peer.txt

@@ -834,6 +834,7 @@ def test_fixed_point_swiglu_writes_the_down_form(dtype, inter, k, monkeypatch):
     down = gpu.prepare(_tiled_case(k, inter, 4, 128, False, torch.bfloat16, inter - k)) if inter % 128 == 0 else None
     x = _with_fixed(torch.randn(1, k, device="cuda").to(dtype))
     served = _spy_fixed(monkeypatch)
+    monkeypatch.setattr(gpu, "QMV1F_DOWN", True)  # (opt-in: NINFER_QMV1F_DOWN=1)
     y0 = gpu.quant_linear_silu_mul(x, q)
     if y0 is None:  # more warps a tile than the SwiGLU form takes (as test_fixed_point_burst_kernel_with_swiglu)
         return
@@ -940,6 +941,7 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
     eager.graphs = plain.graphs = None
     ids = torch.randint(0, graphed.cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(7)).tolist()
     served = _spy_fixed(monkeypatch)
+    monkeypatch.setattr(gpu, "QMV1F_DOWN", True)  # down's form as well (opt-in)
     out = {}
     for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain)):
         monkeypatch.setattr(gpu, "QMV1F", name != "plain")

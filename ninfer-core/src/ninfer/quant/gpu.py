@@ -73,9 +73,10 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 # Its products take 15-30 % less time than qmv1's; the 27B W4A16 decode 4.5-5.6 % faster on the H200 (bench/RESULTS.md
 # session 24). NINFER_QMV1F=0 keeps such weights on qmv1 (bf16 products).
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off", "")
-# ... and the SwiGLU form of it (qmv1sf) writing its output in that form for the down projection (NINFER_QMV1F_DOWN=0:
-# down reads the bf16 row through qmv1)
-QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "1").lower() not in ("0", "false", "off", "")
+# ... and the SwiGLU form of it (qmv1sf) writing its output in that form for the down projection (NINFER_QMV1F_DOWN=1).
+# Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it (the group counts' fences at every block's end cost more
+# than down's products gain; bench/RESULTS.md session 24).
+QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
