@@ -74,8 +74,8 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 # session 24). NINFER_QMV1F=0 keeps such weights on qmv1 (bf16 products).
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off", "")
 # ... and the SwiGLU form of it (qmv1sf) writing its output in that form for the down projection (NINFER_QMV1F_DOWN=1).
-# Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it (the group counts' fences at every block's end cost more
-# than down's products gain; bench/RESULTS.md session 24).
+# Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it, more than down's faster products can win (likely the
+# fence and group count at every block's end; not measured apart; bench/RESULTS.md session 24).
 QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
