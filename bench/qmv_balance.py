@@ -2,8 +2,9 @@
 uneven blocks an SM? At one wave, 320 tiles over 132 SMs put 3 blocks on 56 SMs and 2 on the others. This times
 main's quant_linear (qmv1, bf16 products; qmv1f, the token in fixed point) on weights of 264, 320 and 396 tiles
 (2, 2.42 and 3 a 132-SM GPU) at the 27B's two K (17408, 6144): with no penalty for uneven blocks the time grows with the
-tiles; with one, 320 tiles take about as long as 396. Beside each, the cluster forms (qmv1c / qmv1fc: a tile's warps
-in 2 blocks of half as many, so 640 smaller blocks spread evenly).
+tiles; with one, 320 tiles take about as long as 396. (Session 24 ran it on an H100 with the cluster forms qmv1c /
+qmv1fc beside each, a tile's warps in 2 blocks of half as many: no penalty for uneven blocks, the clusters slower;
+bench/RESULTS.md, the cluster code in commit 68d8237.)
 
     python bench/qmv_balance.py
 """
@@ -39,14 +40,12 @@ def main():
             nbytes = ws_[0].qweight.numel() + gpu.tile_params(ws_[0])[0].numel() * 4
             x = (torch.randn(1, k, device="cuda") * 0.5).to(torch.bfloat16)
             xf = fixed.attach(x.clone(), *fixed.fixed_point(x.flatten()))
-            for name, xx, on, cl in (("qmv1", x, False, False), ("qmv1f", xf, True, False),
-                                     ("qmv1c (clusters of 2 blocks)", x, False, True),
-                                     ("qmv1fc (clusters of 2 blocks)", xf, True, True)):
-                gpu.QMV1F, gpu.QMV_CLUSTER = on, cl
+            for name, xx, on in (("qmv1", x, False), ("qmv1f", xf, True)):
+                gpu.QMV1F = on
                 t = timed(lambda i, ws_=ws_, xx=xx: gpu.quant_linear(xx, ws_[i]), copies, 20)
                 print(f"| {k} | {n} ({n // 16}, {n / 16 / sms:.2f}) | {name} | {t:.1f} | "
                       f"{nbytes / (t * 1e-6) / bw:.3f} | {t / (n / 16 / sms):.2f} |", flush=True)
-            gpu.QMV1F, gpu.QMV_CLUSTER = True, False
+            gpu.QMV1F = True
             del ws_
 
 

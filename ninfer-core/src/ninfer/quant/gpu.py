@@ -77,11 +77,6 @@ QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", 
 # Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it, more than down's faster products can win (likely the
 # fence and group count at every block's end; not measured apart; bench/RESULTS.md session 24).
 QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0", "false", "off", "")
-# One token of an int4 weight of few tiles (under CLUSTER_WAVES waves of SMs, an even number of warps a tile) with each
-# tile's warps in a cluster of 2 blocks of half as many (qmv1c / qmv1fc, sm_90+; the same sums): the 27B's 320-tile
-# projections otherwise put 3 blocks on some SMs and 2 on the others. Opt-in (NINFER_QMV_CLUSTER=1), not yet measured.
-QMV_CLUSTER: bool = os.environ.get("NINFER_QMV_CLUSTER", "0").lower() not in ("0", "false", "off", "")
-CLUSTER_WAVES = 3
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -371,15 +366,6 @@ def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[
     return min(tiles, _persist_grids[key]), smem
 
 
-def _clustered(w: QuantWeight, tiles: int, threads: int, device: torch.device) -> bool:
-    """Whether one token by w takes the cluster form qmv1c / qmv1fc (QMV_CLUSTER, an int4 weight, sm_90+, an even
-    number of warps a tile, fewer tiles than CLUSTER_WAVES x the SMs)."""
-    if not QMV_CLUSTER or w.bits != 4 or threads % 64:
-        return False
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_capability(idx)[0] >= 9 and tiles < CLUSTER_WAVES * _sm_count(idx)
-
-
 _counts: dict = {}
 
 
@@ -556,14 +542,9 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
             threads = (QMV_WARPS or warps) * 32
             fx = _fixed_form(x, w) if t == 1 else None
-            cl = t == 1 and _clustered(w, tiles, threads, x.device)
             if fx is not None:  # the same warps a tile as qmv1 (and its SwiGLU / Gated DeltaNet forms)
-                _module(x.device, extra)["qmv1fc" + name[4:] if cl else "qmv1f" + name[4:]](
-                    (2 * tiles,) if cl else (tiles,), (threads // 2,) if cl else (threads,), w.qweight, sp, zp,
-                    fx[0], fx[1], bias, y, n, k, w.group_size, cluster=(2, 1, 1) if cl else None)
-                return y.view(*x.shape[:-1], n)
-            if cl:
-                _module(x.device, extra)["qmv1c" + name[4:]]((2 * tiles,), (threads // 2,), *args, cluster=(2, 1, 1))
+                _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
+                                                             bias, y, n, k, w.group_size)
                 return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
             kernel((grid,), (threads,), *args, smem=smem)

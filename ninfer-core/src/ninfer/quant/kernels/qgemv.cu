@@ -1014,14 +1014,13 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
 }
 
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false, int CL = 1>
+          bool FIX = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
                                     const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}) {
     static_assert(!FIX || (NS == 0 && BITS == 4 && QMV_BURST % 2 == 0), "the fixed-point form: one token, int4");
-    static_assert(CL == 1 || (NS == 0 && BITS == 4 && !SILU), "clusters: the plain one-token int4 forms");
-    if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX && CL == 1) {
+    if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX) {
         qmvp<T, ST, ZP, SILU, Epi>(Wp, Sp, Zp, x, bias, y, N, K, G, epi);
         return;
     }
@@ -1034,16 +1033,12 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     constexpr int NACC = ONE ? 2 : 4;  // a set's accumulators kept: ONE rows g, g + 8 of column 2t; else also 2t + 1
     __shared__ float red_s[QM_MAX_WARPS][SETS * NACC][32];
     const int nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
-    const int lwarps = SILU ? nwarps / 2 : nwarps;  // warps a tile in this block
-    const int half = SILU ? threadIdx.x / 32 / lwarps : 0;  // SILU: 0 the gate tile, 1 the up tile
-    const int lwarp = threadIdx.x / 32 - half * lwarps;   // the warp within its tile in this block
-    // CL > 1 (qmv1c*): a cluster of CL blocks a tile, block r taking warps r lwarps .. (r + 1) lwarps - 1 of the
-    // tile's CL lwarps; the sums are those of one block of CL lwarps warps (the same bursts a warp, the same order)
-    const int crank = CL > 1 ? (int)(blockIdx.x % CL) : 0;
-    const int warps = CL * lwarps, warp = crank * lwarps + lwarp;
+    const int warps = SILU ? nwarps / 2 : nwarps;  // warps a tile
+    const int half = SILU ? threadIdx.x / 32 / warps : 0;  // SILU: 0 the gate tile, 1 the up tile
+    const int warp = threadIdx.x / 32 - half * warps;   // the warp within its tile
     const int g = lane >> 2, t = lane & 3;
     const unsigned zmask = g == 0 ? ~0u : 0u;  // QMV_ZB
-    const int tile = (CL > 1 ? (int)(blockIdx.x / CL) : (int)blockIdx.x) + half * (SILU ? gridDim.x : 0);
+    const int tile = blockIdx.x + half * (SILU ? gridDim.x : 0);
     const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
     const int lg = __ffs(G) - (BITS == 4 ? 7 : 6);  // log2(G / CHUNK)
     const int wtile = QMV_DIAG == 2 ? tile % 8 : tile;
@@ -1280,23 +1275,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         }
         return;
     }
-    if (CL > 1) {  // every block's warps into its shared memory; block 0 adds them up in warp order (DSMEM)
-#pragma unroll
-        for (int i = 0; i < NACC; i++) red_s[lwarp][i][lane] = acc[0][IDX[i]];
-        cluster_sync();
-        if (warp == 0) {
-#pragma unroll
-            for (int i = 0; i < NACC; i++) {
-                float v = red_s[0][i][lane];
-                for (int w = 1; w < lwarps; w++) v += red_s[w][i][lane];
-                for (int r = 1; r < CL; r++)
-                    for (int w = 0; w < lwarps; w++) v += ld_cluster(&red_s[w][i][lane], r);
-                acc[0][IDX[i]] = v;
-            }
-        }
-        cluster_sync();  // the other blocks' shared memory stays until block 0 has read it
-        if (warp != 0) return;
-    } else if (warps > 1) {
+    if (warps > 1) {
 #pragma unroll
         for (int s = 0; s < SETS; s++)
 #pragma unroll
@@ -1455,22 +1434,6 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
             ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh},   \
             ninfer::QmvFixed{xq, xg});                                                                      \
     }
-// qmv1c* / qmv1fc*: qmv1 / qmv1f with a tile's warps in a cluster of 2 blocks (sm_90+; launched with cluster (2, 1, 1),
-// grid 2 x tiles), the sums bit for bit a launch of one block of both blocks' warps (gpu.QMV_CLUSTER).
-#define QMV1C_KERNEL(S, T, SS, ST, Z, ZN)                                                                    \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1c_##S##_s##SS##_b4_##ZN(                         \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G) {                                                                                     \
-        ninfer::qmv<T, ST, 4, Z, 0, false, ninfer::QmvStore<T>, false, 2>(Wp, Sp, Zp, x, b, y, N, K, G, 1,     \
-                                                                        ninfer::QmvStore<T>{y, N});         \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1fc_##S##_s##SS##_b4_##ZN(                        \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
-        const T *b, T *y, int N, int K, int G) {                                                            \
-        ninfer::qmv<T, ST, 4, Z, 0, false, ninfer::QmvStore<T>, true, 2>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, \
-                                                                       ninfer::QmvStore<T>{y, N},            \
-                                                                       ninfer::QmvFixed{xq, xg});           \
-    }
 #define QMV1S_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1s_##S##_s##SS##_b##B##_##ZN(                  \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G) { \
@@ -1501,9 +1464,7 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)                         \
     QMV1F_KERNEL(S, T, f16, __half, false, sym) QMV1F_KERNEL(S, T, f16, __half, true, zp)       \
-    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, true, zp)       \
-    QMV1C_KERNEL(S, T, f16, __half, false, sym) QMV1C_KERNEL(S, T, f16, __half, true, zp)                       \
-    QMV1C_KERNEL(S, T, bf16, __nv_bfloat16, false, sym) QMV1C_KERNEL(S, T, bf16, __nv_bfloat16, true, zp)
+    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, true, zp)
 
 #define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16) \
     QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16)

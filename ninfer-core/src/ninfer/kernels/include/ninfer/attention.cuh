@@ -513,6 +513,25 @@ __device__ __forceinline__ void attention_split(const T *__restrict__ q, const T
                                                  reinterpret_cast<float(*)[CMAX]>(smem));
 }
 
+// Thread block clusters (sm_90+): a barrier over the cluster's blocks, and a float of another block's shared memory.
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ float ld_cluster(const float *p, int rank) {
+#if __CUDA_ARCH__ >= 900
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+    return v;
+#else
+    return *p;  // never launched below sm_90 (the launcher: cluster_capable)
+#endif
+}
+
 // Decode attention of one token in one launch (sm_90+), for a GQA group of up to NINFER_ATTN_PASS_ROWS q heads:
 // grid (Hk, NC), clusters of NC blocks along y, one cluster per kv head. The context (positions[0] + 1 keys, read
 // on the device, so one CUDA graph serves every length) is cut into NC equal runs; block `rank` runs the one-pass

@@ -132,23 +132,4 @@ __device__ __forceinline__ float row_sum(float v, float *scratch) {
     return warp_sum(s);
 }
 
-// Thread block clusters (sm_90+): a barrier over the cluster's blocks, and a float of another block's shared memory.
-__device__ __forceinline__ void cluster_sync() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ float ld_cluster(const float *p, int rank) {
-#if __CUDA_ARCH__ >= 900
-    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
-    return v;
-#else
-    return *p;  // never launched below sm_90 (the launchers: cluster_capable, quant.gpu)
-#endif
-}
-
 }  // namespace ninfer
