@@ -414,7 +414,8 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight, fixed_out: bool = Fal
     each block one gate tile and its up tile, every sum as quant_linear's qmv1 launch makes it, so the bits are
     silu_mul(quant_linear(x, w))'s); None where that kernel does not serve (the caller then runs the two ops).
     NINFER_QMV1S=0 turns it off. ``fixed_out``: where x comes in the fixed-point form (qmv1sf), the output row is
-    attached in that form too (ninfer.quant.fixed), for the down projection, if its width is a multiple of 128."""
+    attached in that form too (ninfer.quant.fixed), for the down projection, if its width is a multiple of 128 and
+    NINFER_QMV1F_DOWN=1 (QMV1F_DOWN)."""
     k, n = w.in_features, w.scales.shape[0]
     form = None if n % 32 else _one_token_form(x, w, QMV1S)
     if form is None or 2 * form[4] > 16:  # QM_MAX_WARPS: the plain launch's warps a tile, twice
