@@ -825,7 +825,7 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #endif
 #ifndef QMV_FIXFETCH  // 1: qmv1f's bursts load one scale a 128-k run at a computed group, every load predicated on
 #define QMV_FIXFETCH 1  // b != warp, no branch in the loop (as bench/kernels/qmv_i8.cu); 0 (bench): qmv's fetch, behind
-#endif                  // branches on b and the group size (27B W4A16 decode 3-6 % slower, H200, RESULTS session 24)
+#endif                  // branches on b and the group size (27B W4A16 decode 2-4 % slower, H200, RESULTS session 24)
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
