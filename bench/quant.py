@@ -138,6 +138,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "int4 one token in bf16 (qmv1, before qmv1f)": dict(split=(16,), qmv1f=False),
     "qmv1f, group loads behind branches (QMV_FIXFETCH=0, session 23)": dict(split=(16,), extra=("-DQMV_FIXFETCH=0",)),
     "qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)": dict(split=(16,), qmv1f_down=True),
+    # session 25: GDN out_proj and attention o on qmv1f, the form from the recurrence / the output gate (default)
+    "mixer outputs from the bf16 row (NINFER_QMV1F_OUT=0, session 24's default)": dict(split=(16,), qmv1f_out=False),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -163,6 +165,7 @@ def variant(label: str):
     gpu.QMV1G = v.get("qmv1g", True)
     gpu.QMV1F = v.get("qmv1f", True)
     gpu.QMV1F_DOWN = v.get("qmv1f_down", False)
+    gpu.QMV1F_OUT = v.get("qmv1f_out", True)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

@@ -48,7 +48,7 @@ def _no_attn(q, k_cache, v_cache, block_table, positions, scale):
     return q
 
 
-def _no_gdn(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False):
+def _no_gdn(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False, fixed=False):
     return v, out_state if out_state is not None else initial_state
 
 

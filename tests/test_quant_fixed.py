@@ -111,3 +111,36 @@ def test_an_attached_form_goes_stale_when_the_row_changes_in_place():
     with torch.inference_mode():  # no version counter there: the form is kept as attached
         y = fixed.attach(torch.randn(1, 256), *form)
         assert fixed.attached(y) is not None
+
+
+def test_reference_ops_take_fixed_and_attach_nothing():
+    """The mixers' last ops before their output projections take fixed=True on every backend; the reference's attach
+    nothing (its quantised GEMV takes the row) and compute what they compute without it."""
+    from ninfer.reference import gdn, ops
+
+    x, gate = torch.randn(1, 2, 128), torch.randn(1, 2, 128)
+    y = ops.sigmoid_mul(x, gate, fixed=True)
+    assert torch.equal(y, ops.sigmoid_mul(x, gate)) and fixed.attached(y) is None
+    q, k = torch.randn(1, 1, 128), torch.randn(1, 1, 128)
+    v, z = torch.randn(1, 2, 128), torch.randn(1, 2, 128)
+    g, beta, w = -torch.rand(1, 2), torch.rand(1, 2), torch.rand(128)
+    s = torch.randn(2, 128, 128)
+    o, st = gdn.gdn_recurrent_gated(q, k, v, g, beta, s, z, w, 1e-6, fixed=True)
+    o0, st0 = gdn.gdn_recurrent_gated(q, k, v, g, beta, s, z, w, 1e-6)
+    assert torch.equal(o, o0) and torch.equal(st, st0) and fixed.attached(o) is None
+
+
+def test_a_form_is_carried_to_a_reshaped_view_only():
+    """carried(x, y): a layer flattens a kernel's [T, H, D] output for its projection; the form goes with a view of
+    the same values, not with a copy, nor from a row that has changed since."""
+    x = torch.randn(1, 2, 128)
+    form = fixed.fixed_point(x.flatten())
+    fixed.attach(x, *form)
+    flat = fixed.carried(x, x.reshape(1, 256))
+    assert fixed.attached(flat) is not None and fixed.attached(flat)[0] is form[0]
+    assert fixed.attached(fixed.carried(x, x.reshape(1, 256).clone())) is None
+    assert fixed.attached(fixed.carried(x, x[:, :1].reshape(1, 128))) is None  # part of the values
+    bare = torch.randn(1, 2, 128)
+    assert fixed.attached(fixed.carried(bare, bare.reshape(1, 256))) is None
+    x.add_(1.0)
+    assert fixed.attached(fixed.carried(x, x.reshape(1, 256))) is None

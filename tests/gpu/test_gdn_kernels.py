@@ -393,6 +393,39 @@ def test_gdn_recurrent_gated(backend, kernels_only, launched, T, keep_all):
             assert s is s0
 
 
+def test_gdn_recurrent_gated_writes_the_fixed_point_form(backend, kernels_only):
+    """fixed=True on one token: o and the state bit for bit those of the plain call, and o's fixed-point form for the
+    quantised out_proj (a head's 128 values one group) attached, bit for bit ninfer.quant.fixed's of the stored o,
+    whose groups hold outliers and a zero head; verify calls (keep_all) and several tokens attach nothing."""
+    from ninfer.quant import fixed
+
+    ops = gdn_ops(backend)
+    for dtype in dtypes(backend):
+        q, k, v, g, beta = layer_inputs(1, dtype)
+        z, w = gated_inputs(1, dtype)
+        z[0, 5] = 0  # head 5's output all zeros: sx = 1
+        w[::37] = 9  # an outlier column in every head
+        s0 = randn(H, D, D, scale=0.5)
+        s1 = s0.clone()
+        o0, _ = ops.gdn_recurrent_gated(q, k, v, g, beta, s0, z, w, 1e-6, out_state=s0)
+        poison_allocator()
+        o, _ = ops.gdn_recurrent_gated(q, k, v, g, beta, s1, z, w, 1e-6, out_state=s1, fixed=True)
+        assert torch.equal(o, o0) and torch.equal(s1, s0) and fixed.attached(o0) is None
+        got = fixed.attached(o)
+        assert got is not None, dtype
+        xq, xg = fixed.fixed_point(o.flatten())
+        assert torch.equal(got[0], xq) and torch.equal(got[1], xg), dtype
+        assert xg[5, 0].view(torch.float32) == 1 and xg[5, 1] == 0
+        flat = fixed.carried(o, o.reshape(1, VW))
+        assert fixed.attached(flat) is not None and fixed.attached(o.reshape(1, VW)) is None
+        o2, _ = ops.gdn_recurrent_gated(q, k, v, g, beta, s1.clone(), z, w, 1e-6, keep_all=True, fixed=True)
+        assert fixed.attached(o2) is None
+        q, k, v, g, beta = layer_inputs(3, dtype)
+        z, w = gated_inputs(3, dtype)
+        o3, _ = ops.gdn_recurrent_gated(q, k, v, g, beta, s1.clone(), z, w, 1e-6, fixed=True)
+        assert fixed.attached(o3) is None
+
+
 def test_gdn_recurrent_gated_verify_is_decode_bitwise(backend, kernels_only):
     """A T-token verify call computes, token for token, the bits of T one-token decode calls (o and states):
     speculative decoding keeps exactly what plain decoding would have."""

@@ -233,6 +233,34 @@ def test_sigmoid_mul(backend, T, H, D):
         assert rel_l2(y, ref.sigmoid_mul(x.float(), gate.float())) < TOL
 
 
+@pytest.mark.parametrize("H,D", [(24, 256), (32, 128), (3, 128), (5, 256)])
+def test_sigmoid_mul_writes_the_fixed_point_form(backend, H, D):
+    """fixed=True on one token: the gated output as without it, and its fixed-point form for the quantised o
+    projection (ninfer.quant.fixed) attached, bit for bit the form of the stored output (H = 3, 5: a block's last
+    warp partly or half filled); several tokens attach nothing."""
+    from ninfer.quant import fixed
+
+    for dtype in backend_dtypes(backend):
+        ops = opset(backend, dtype)
+        x = randn(1, H, D, dtype=dtype)
+        x[0, 1, :128] = 0  # a zero group: sx = 1
+        x[0, 0, 7] = 40  # an outlier
+        qkv = randn(1, H * 2 * D + 2 * 4 * D, dtype=dtype, scale=3.0)
+        gate = qkv[:, : H * 2 * D].view(1, H, 2 * D)[..., D:]
+        y0 = ops.sigmoid_mul(x, gate)
+        poison_allocator()
+        y = ops.sigmoid_mul(x, gate, fixed=True)
+        assert torch.equal(y, y0) and fixed.attached(y0) is None
+        got = fixed.attached(y)
+        assert got is not None, (dtype, H, D)
+        xq, xg = fixed.fixed_point(y.flatten())
+        assert torch.equal(got[0], xq) and torch.equal(got[1], xg), (dtype, H, D)
+        flat = fixed.carried(y, y.reshape(1, H * D))
+        assert fixed.attached(flat) is not None
+        y2 = ops.sigmoid_mul(torch.cat([x, x]), torch.cat([gate, gate]), fixed=True)
+        assert fixed.attached(y2) is None
+
+
 def _chain(ops, x, Ws, w, gate):
     """Launch after launch, each reading what the one before wrote and writing into memory the allocator just
     freed (a kernel overlapping its predecessor would read stale data or overwrite what is still being read)."""

@@ -927,8 +927,8 @@ def test_norm_writes_the_fixed_point_form(dtype, zc, H):
 
 def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
     """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers), int4 g128: every decode step's
-    norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it, and down takes the
-    SwiGLU GEMV's; greedy tokens as with
+    norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it, down takes the
+    SwiGLU GEMV's, GDN out_proj the recurrence's and attention o the output gate's; greedy tokens as with
     it off (NINFER_QMV1F=0's path), logits within bf16 rounding of them; CUDA graph replay gives the eager logits."""
     import random_model as rm
     from quant import quant_model
@@ -951,8 +951,9 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
             logits.append(r.decode(int(logits[-1].argmax())))
         out[name] = torch.stack([lg.float().flatten() for lg in logits])
         if name == "eager":
-            # gate_up and down x 4; layers 1-3's mixer input (layer 0's norm has no add)
-            assert sum(served) == 6 * (4 + 4 + 3), served
+            # gate_up and down x 4; layers 1-3's mixer input (layer 0's norm has no add); the mixers' output
+            # projections x 4 (out_proj from the recurrence, o from the attention output gate)
+            assert sum(served) == 6 * (4 + 4 + 3 + 4), served
     assert torch.equal(out["graphed"], out["eager"])
     assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
     err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()

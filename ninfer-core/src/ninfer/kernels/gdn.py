@@ -26,6 +26,7 @@ import os
 
 import torch
 
+from ..quant.fixed import attach
 from ..reference import gdn as ref
 from ..reference import ops as ref_ops
 from ..reference.gdn import L2_EPS
@@ -178,7 +179,10 @@ def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
             return ref.gdn_recurrent_states(q, k, v, g, beta, initial_state, out_state)
         return _recurrent(q, k, v, g, beta, initial_state, keep_all=True, out_state=out_state)
 
-    def gdn_recurrent_gated(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False):
+    def gdn_recurrent_gated(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False,
+                            fixed=False):
+        """fixed: for one token the normed output is also written in the fixed-point form of the quantised
+        one-token GEMV (ninfer.quant.fixed; a head's 128 values one group), attached to it, for out_proj."""
         T = v.shape[0]
         if (not fused_gated or not _fits(q, k, v, g, beta, initial_state) or not _out_fits(out_state, v, q)
                 or z.shape != v.shape or z.dtype != v.dtype or z.stride(2) != 1 or z.stride(1) != v.shape[2]
@@ -195,10 +199,16 @@ def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
             states = torch.empty(T, H, Dk, Dv, dtype=torch.float32, device=v.device)  # [T, H, Dk, Dv]
         elif final is None:
             final = torch.empty(H, Dk, Dv, dtype=torch.float32, device=v.device)  # [H, Dk, Dv]
+        xq = xg = None
+        if fixed and T == 1 and not keep_all:  # Dv = HEAD_DIM = 128: a head is a group
+            xq = torch.empty(2, H * Dv, dtype=torch.int8, device=v.device)
+            xg = torch.empty(H, 2, dtype=torch.int32, device=v.device)
         lib.module(v.device)[f"gdn_recurrent_gated_{suffix(v)}_d{HEAD_DIM}"](
             (H,), (GATED_THREADS,), q, k, v, g, beta, initial_state, z, norm_weight, o, final, states, T, H, Hk,
             q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), z.stride(0),
-            float(Dk ** -0.5), float(L2_EPS), float(eps))
+            float(Dk ** -0.5), float(L2_EPS), float(eps), xq, xg)
+        if xq is not None:
+            attach(o, xq, xg)
         return o, (states if keep_all else final)
 
     def _chunked(q, k, v, g, beta, initial_state):

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ..ops import DeviceSpec, OpImpl
+from ..quant.fixed import attach
 from ..reference import ops as ref
 from . import gemv as _gemv
 from .attention import make_paged_attention
@@ -173,7 +174,9 @@ def make_ops(lib: KernelLibrary) -> dict:
         mod["argmax_reduce"]((T,), (32,), pv, pi, out, nb)
         return out
 
-    def sigmoid_mul(x, gate):
+    def sigmoid_mul(x, gate, fixed=False):
+        """fixed: for one token (H * D % 128 == 0) the output is also written in the fixed-point form of the
+        quantised one-token GEMV (ninfer.quant.fixed), attached to it, for the o projection."""
         s = suffix(x)
         if (s is None or x.dim() != 3 or gate.shape != x.shape or gate.dtype != x.dtype or x.numel() == 0):
             return ref.sigmoid_mul(x, gate)
@@ -184,8 +187,14 @@ def make_ops(lib: KernelLibrary) -> dict:
             return ref.sigmoid_mul(x, gate)
         y = torch.empty(T, H, D, dtype=x.dtype, device=x.device)  # [T, H, D]
         n = T * H * (D // 8)
+        xq = xg = None
+        if fixed and T == 1 and H * D % 128 == 0:  # 256 threads a block: whole warps, a half warp a group
+            xq = torch.empty(2, H * D, dtype=torch.int8, device=x.device)
+            xg = torch.empty(H * D // 128, 2, dtype=torch.int32, device=x.device)
         lib.module(x.device)[f"sigmoid_mul_{s}"](((n + 255) // 256,), (256,), x, gate, y, T, H, D,
-                                                 gate.stride(0), gate.stride(1))
+                                                 gate.stride(0), gate.stride(1), xq, xg)
+        if xq is not None:
+            attach(y, xq, xg)
         return y
 
     linear.mma = mma  # the fused gate_up + SwiGLU GEMV launches the same kernel family

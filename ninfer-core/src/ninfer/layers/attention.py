@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ..quant.fixed import carried
 from . import register_mixer
 from .linear import Linear
 from .norm import RMSNorm
@@ -26,6 +27,11 @@ class Attention:
         self.q_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None
         self.k_norm = RMSNorm(ops, self.d, cfg.rms_norm_eps, cfg.norm_zero_centered) if cfg.qk_norm else None
         self.scale = self.d ** -0.5
+        self.fixed_out = False  # the output gate also writes o's fixed-point input form (DecoderBlock.plan_fixed)
+
+    def output_weight(self):
+        """The weight that reads the mixer's output (DecoderBlock.plan_fixed)."""
+        return self.o.weight
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         p = f"{prefix}.self_attn"
@@ -62,6 +68,6 @@ class Attention:
             q, k = self.ops.rope(q, k, ctx.positions, ctx.cos_sin)
             self.ops.write_kv(k, v, k_cache, v_cache, ctx.slots)
         o = self.ops.paged_attention(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale)
-        if gate is not None:
-            o = self.ops.sigmoid_mul(o, gate)  # [T, hq, d]
-        return self.o(o.reshape(T, self.hq * self.d))
+        if gate is not None:  # [T, hq, d]; for one token with o's fixed-point form where planned
+            o = self.ops.sigmoid_mul(o, gate, fixed=True) if self.fixed_out and T == 1 else self.ops.sigmoid_mul(o, gate)
+        return self.o(carried(o, o.reshape(T, self.hq * self.d)))

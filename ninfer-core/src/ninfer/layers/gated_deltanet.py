@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..quant.fixed import carried
 from . import register_mixer
 from .linear import Linear
 
@@ -64,6 +65,7 @@ class GatedDeltaNet:
         self._gate_params: tuple | None = None  # (A_log, dt_bias as loaded, their fp32 copies)
         self._in_all: torch.Tensor | None = None  # in_proj | in_proj_ba rows in one matrix (dense weights)
         self._qin_all: tuple | None = None  # quantised: (that matrix or None if not joinable, the Linears' weights)
+        self.fixed_out = False  # the recurrence also writes out_proj's fixed-point input form (DecoderBlock.plan_fixed)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         p = f"{prefix}.linear_attn"
@@ -140,6 +142,14 @@ class GatedDeltaNet:
             return [q[0]]
         return [self.in_proj.weight, self.in_proj_ba.weight]
 
+    def output_weight(self):
+        """The weight that reads the mixer's output (DecoderBlock.plan_fixed)."""
+        return self.out_proj.weight
+
+    def _fixed_kw(self, T: int) -> dict:
+        """The recurrence's request for out_proj's fixed-point input form: one token, where planned (fixed_out)."""
+        return {"fixed": True} if self.fixed_out and T == 1 else {}
+
     def _linear_all(self, x: torch.Tensor, W) -> torch.Tensor:
         """x through the one [q|k|v|z|b|a] weight, dense or quantised."""
         return self.ops.linear(x, W) if isinstance(W, torch.Tensor) else self.ops.linear_for(W.layout)(x, W)
@@ -165,9 +175,10 @@ class GatedDeltaNet:
             k = k.reshape(T, s.key_heads, s.key_dim)
             v = v.reshape(T, s.value_heads, s.value_dim)
             o, ssm = ops.gdn_recurrent_gated(q, k, v, g, beta, state.ssm[i], z.reshape(T, s.value_heads, s.value_dim),
-                                             self.norm_weight, self.cfg.rms_norm_eps, out_state=state.ssm[i])
+                                             self.norm_weight, self.cfg.rms_norm_eps, out_state=state.ssm[i],
+                                             **self._fixed_kw(T))
             state.commit(i, state.conv[i], ssm, T)
-            return self.out_proj(o.reshape(T, self.v_width))
+            return self.out_proj(carried(o, o.reshape(T, self.v_width)))
         if W is not None:
             mixed, z, b, a = self._linear_all(x, W).split([s.conv_dim, self.v_width, s.value_heads, s.value_heads],
                                                           dim=-1)
@@ -194,9 +205,9 @@ class GatedDeltaNet:
             verify = ctx.phase == "verify"
             o, st = ops.gdn_recurrent_gated(q, k, v, g, beta, state.ssm[i], z.reshape(T, s.value_heads, s.value_dim),
                                             self.norm_weight, self.cfg.rms_norm_eps, out_state=state.ssm[i],
-                                            keep_all=verify)
+                                            keep_all=verify, **({} if verify else self._fixed_kw(T)))
             if verify:
                 state.commit_verify(i, mixed, st, before)
             else:
                 state.commit(i, conv_state, st, T)
-        return self.out_proj(o.reshape(T, self.v_width))
+        return self.out_proj(carried(o, o.reshape(T, self.v_width)))

@@ -47,15 +47,18 @@ class DecoderBlock:
 
     def plan_fixed(self, x: torch.Tensor) -> None:
         """Each norm also writes its row in the fixed-point form of the int4 one-token GEMV (ninfer.quant.fixed)
-        where a weight that reads it takes that form: the mixer's input projections, the MLP's gate_up; and the
-        MLP's SwiGLU GEMV its output, where gate_up takes the form and down does too."""
-        from ..quant.fixed import serves
+        where a weight that reads it takes that form: the mixer's input projections, the MLP's gate_up; the MLP's
+        SwiGLU GEMV its output, where gate_up takes the form and down does too; and the mixer's last op before its
+        output projection (the attention gate, the Gated DeltaNet recurrence) its output, where that weight takes it."""
+        from ..quant.fixed import serves, serves_output
 
         reads = (self.mixer.input_weights() if hasattr(self.mixer, "input_weights") else
                  [v.weight for v in vars(self.mixer).values() if isinstance(v, Linear) and v.in_features == x.shape[-1]])
         self.input_norm.fixed = x.is_cuda and any(serves(w) for w in reads)
         self.post_norm.fixed = x.is_cuda and serves(self.mlp.gate_up.weight)
         self.mlp.fixed = self.post_norm.fixed and serves(self.mlp.down.weight)
+        if hasattr(self.mixer, "fixed_out"):
+            self.mixer.fixed_out = x.is_cuda and serves_output(self.mixer.output_weight())
         self.fixed_planned = True
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:

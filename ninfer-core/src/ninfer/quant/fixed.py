@@ -72,6 +72,23 @@ def attached(x: torch.Tensor):
     return f[0], f[1]
 
 
+def carried(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """y, a reshaped view of x (the same values in the same order), with x's form attached where x has one: a
+    kernel attaches it to the [T, H, D] output that a layer then flattens for its projection."""
+    f = attached(x)
+    if f is not None and y.data_ptr() == x.data_ptr() and y.numel() == x.numel() and y.is_contiguous():
+        attach(y, *f)
+    return y
+
+
+def serves_output(w) -> bool:
+    """Whether a mixer's output projection ``w`` takes the form from the op before it (``serves``, and
+    NINFER_QMV1F_OUT not 0)."""
+    from . import gpu
+
+    return gpu.QMV1F_OUT and serves(w)
+
+
 def serves(w) -> bool:
     """Whether a one-token GEMV by ``w`` takes the fixed-point form (an int4 weight in the tiled packing on a GPU,
     groups of whole 128-k runs, no column permutation; NINFER_QMV1F not 0): the norms before it then make it."""

@@ -229,12 +229,13 @@ def gdn_in_proj(x: torch.Tensor, weight: torch.Tensor, conv_weight: torch.Tensor
 
 def gdn_recurrent_gated(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
                         initial_state: torch.Tensor | None, z: torch.Tensor, norm_weight: torch.Tensor, eps: float,
-                        out_state: torch.Tensor | None = None, keep_all: bool = False
+                        out_state: torch.Tensor | None = None, keep_all: bool = False, fixed: bool = False
                         ) -> tuple[torch.Tensor, torch.Tensor]:
     """The decode/verify core of a Gated DeltaNet layer in one op: :func:`gdn_recurrent` (or, with
     ``keep_all``, :func:`gdn_recurrent_states`), then the layer's output norm ``rms_norm_gated(o, z, w, eps)``.
     z: [T, H, Dv] (may be a strided view). Returns (normed o [T, H, Dv] in v's dtype, the final state or,
-    with keep_all, the state after every position)."""
+    with keep_all, the state after every position). ``fixed`` asks a GPU kernel to attach the quantised GEMV's
+    fixed-point form of one token's output (ninfer.quant.fixed); here nothing is attached."""
     from .ops import rms_norm_gated
 
     fn = gdn_recurrent_states if keep_all else gdn_recurrent

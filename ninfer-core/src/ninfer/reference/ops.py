@@ -187,9 +187,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     return o.reshape(T, Hq, D).to(q.dtype)
 
 
-def sigmoid_mul(x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+def sigmoid_mul(x: torch.Tensor, gate: torch.Tensor, fixed: bool = False) -> torch.Tensor:
     """The attention output gate (Qwen3.5): x * sigmoid(gate) in x's dtype; x, gate: [T, H, D] (gate may be a
-    strided view into the q projection's output)."""
+    strided view into the q projection's output). ``fixed`` asks a GPU kernel to attach the quantised GEMV's
+    fixed-point form of one token's output (ninfer.quant.fixed); here nothing is attached."""
     return x * torch.sigmoid(gate)
 
 

@@ -1,6 +1,7 @@
 // SwiGLU, KV-cache writes and greedy argmax: small memory-bound kernels.
 #pragma once
 #include "common.cuh"
+#include "fixed_point.cuh"
 
 namespace ninfer {
 
@@ -109,21 +110,28 @@ __device__ __forceinline__ void argmax_reduce(const float *__restrict__ pv, cons
 
 // The attention output gate (Qwen3.5): y = x * sigmoid(gate), x: [T, H, D] contiguous, gate [T, H, D] at token
 // stride gts and head stride ghs (a view into the q projection's output); one thread per 8 values. Needs
-// D % 8 == 0 and both strides multiples of 8.
+// D % 8 == 0 and both strides multiples of 8. xq / xg (not null: one token, H * D % 128 == 0, whole warps): y as
+// well in the fixed-point form of the quantised one-token GEMV (fixed_point.cuh), for the o projection.
 template <typename T>
 __device__ __forceinline__ void sigmoid_mul(const T *__restrict__ x, const T *__restrict__ gate, T *__restrict__ y,
-                                            int ntok, int H, int D, int gts, int ghs) {
+                                            int ntok, int H, int D, int gts, int ghs,
+                                            unsigned char *__restrict__ xq = nullptr, int2 *__restrict__ xg = nullptr) {
     const int DV = D / 8;
     const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (i64)ntok * H * DV) return;
-    const i64 t = idx / ((i64)H * DV);
-    const int h = (int)(idx / DV % H), j = (int)(idx % DV);
-    float f[8], g[8];
-    unpack8<T>(reinterpret_cast<const uint4 *>(x)[idx], f);
-    unpack8<T>(reinterpret_cast<const uint4 *>(gate + t * gts + (i64)h * ghs)[j], g);
+    const bool valid = idx < (i64)ntok * H * DV;
+    if (!valid && xq == nullptr) return;
+    float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (valid) {
+        const i64 t = idx / ((i64)H * DV);
+        const int h = (int)(idx / DV % H), j = (int)(idx % DV);
+        float g[8];
+        unpack8<T>(reinterpret_cast<const uint4 *>(x)[idx], f);
+        unpack8<T>(reinterpret_cast<const uint4 *>(gate + t * gts + (i64)h * ghs)[j], g);
 #pragma unroll
-    for (int i = 0; i < 8; i++) f[i] = f[i] / (1.f + expf(-g[i]));
-    reinterpret_cast<uint4 *>(y)[idx] = pack8<T>(f);
+        for (int i = 0; i < 8; i++) f[i] = to_f(from_f<T>(f[i] / (1.f + expf(-g[i]))));  // as stored
+        reinterpret_cast<uint4 *>(y)[idx] = pack8<T>(f);
+    }
+    if (xq != nullptr) fixed_group16(f, (int)idx, valid, xq, xg, H * D);  // a half warp a group of 128
 }
 
 }  // namespace ninfer

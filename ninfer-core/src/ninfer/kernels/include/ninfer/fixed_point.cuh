@@ -2,11 +2,17 @@
 // One token's activations in the 16-bit fixed point of the quantised int4 one-token GEMV (ninfer.quant.fixed,
 // qgemv.cu qmv1f*): per group of 128 values sx = max |x| / 32512 (1 for a zero group), q = rint(x / sx), q = 256 hi + lo
 // with hi, lo signed bytes, stored in the GEMV's k order (8 consecutive values: two words of hi, two of lo, bytes
-// (0, 2, 1, 3) of each 4); xg[group] = {sx bits, sum of q}. Written by the norm before the GEMV (fused.cuh) and by the
-// SwiGLU GEMV's epilogue for the down projection (qgemv.cu).
+// (0, 2, 1, 3) of each 4); xg[group] = {sx bits, sum of q}. Written by the norm before the GEMV (fused.cuh), by the
+// SwiGLU GEMV's epilogue for the down projection (qgemv.cu), by the attention output gate (elementwise.cuh) and by
+// the Gated DeltaNet recurrence's output norm (gdn_recurrent.cuh) for the output projections.
 #include "common.cuh"
 
 namespace ninfer {
+
+// q (= 256 hi + lo, |q| <= 32512) of value a in group scale sx, as fixed_group16 makes them.
+__device__ __forceinline__ int fixed_q(float a, float sx) {
+    return max(-32512, min(32512, __float2int_rn(__fdiv_rn(a, sx))));
+}
 
 // A group of 128 values held by 16 consecutive lanes (a half warp), 8 each: values 8v .. 8v + 7 of a row of H in a,
 // v's group v >> 4. Every lane of the warp calls it (shuffles over the whole warp, each half its own group); a lane
@@ -22,7 +28,7 @@ __device__ __forceinline__ void fixed_group16(const float (&a)[8], int v, bool v
     int hi[8], lo[8], qs = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const int q = max(-32512, min(32512, __float2int_rn(__fdiv_rn(a[i], sx))));
+        const int q = fixed_q(a[i], sx);
         qs += q;
         hi[i] = (q + 128) >> 8;
         lo[i] = q - 256 * hi[i];
@@ -39,6 +45,38 @@ __device__ __forceinline__ void fixed_group16(const float (&a)[8], int v, bool v
     *reinterpret_cast<uint2 *>(xq + 4 * wi) = make_uint2(word(hi), word(hi + 4));
     *reinterpret_cast<uint2 *>(xq + H + 4 * wi) = make_uint2(word(lo), word(lo + 4));
     if ((v & 15) == 0) xg[v >> 4] = make_int2(__float_as_int(sx), qs);
+}
+
+// A group of 128 values held by a whole warp, 4 each: lane l holds values 4 l .. 4 l + 3 of group grp of a row of H
+// (the same bits as fixed_group16 writes for them). Every lane of the warp calls it.
+__device__ __forceinline__ void fixed_group32(const float (&a)[4], int grp, unsigned char *__restrict__ xq,
+                                              int2 *__restrict__ xg, int H) {
+    const int lane = threadIdx.x % 32;
+    float m = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) m = fmaxf(m, fabsf(a[i]));
+#pragma unroll
+    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
+    int hi[4], lo[4], qs = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int q = fixed_q(a[i], sx);
+        qs += q;
+        hi[i] = (q + 128) >> 8;
+        lo[i] = q - 256 * hi[i];
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) qs += __shfl_xor_sync(0xffffffffu, qs, o);
+    auto word = [](const int *b) {  // bytes (b0, b2, b1, b3)
+        return (unsigned)(b[0] & 0xFF) | (unsigned)(b[2] & 0xFF) << 8 | (unsigned)(b[1] & 0xFF) << 16
+               | (unsigned)(b[3] & 0xFF) << 24;
+    };
+    const int v = grp * 16 + lane / 2;  // values 8 v .. 8 v + 7: this lane's are the first or the second 4
+    const int wi = ((v >> 3) * 4 + (v & 3)) * 4 + 2 * ((v >> 2) & 1) + (lane & 1);
+    *reinterpret_cast<unsigned *>(xq + 4 * wi) = word(hi);
+    *reinterpret_cast<unsigned *>(xq + H + 4 * wi) = word(lo);
+    if (lane == 0) xg[grp] = make_int2(__float_as_int(sx), qs);
 }
 
 }  // namespace ninfer

@@ -11,6 +11,7 @@
 // The slice is read once and written once (plus once per token for verify), which is the kernel's
 // byte cost; a block reads its whole slice before writing it, so state_out may alias state_in.
 #pragma once
+#include "fixed_point.cuh"
 #include "common.cuh"
 
 namespace ninfer {
@@ -163,7 +164,8 @@ namespace ninfer {
 // row group w (rows w + NW m, m < R), lane l holds columns 4 l .. 4 l + 3, so warp 0 ends every token with all
 // DV outputs of the head and normalises them with warp shuffles alone. The sums over the row groups meet in
 // shared memory in a fixed order (warp 0, 1, ...) that depends on nothing but the shape: a T-token verify call
-// computes, token for token, the bits of T decode calls. The head's state is read once and written once (plus
+// computes, token for token, the bits of T decode calls. xq / xg (not null: one token, DV = 128): the output row
+// as well in the fixed-point form of the quantised one-token GEMV (fixed_point.cuh), for the output projection. The head's state is read once and written once (plus
 // once per token for verify); a block reads it before writing it, so state_out may alias state_in.
 constexpr int GDN_HEAD_THREADS = 512;
 constexpr int GDN_HEAD_TCHUNK = 8;
@@ -174,7 +176,7 @@ __device__ __forceinline__ void gdn_recurrent_gated(
     const T *__restrict__ beta, const float *state_in, const T *__restrict__ z, const T *__restrict__ norm_w,
     T *__restrict__ out, float *state_out, float *__restrict__ states, int ntok, int H, int Hk, int q_stride,
     int k_stride, int v_stride, int g_stride, int b_stride, int z_stride, float scale, float eps,
-    float norm_eps) {
+    float norm_eps, unsigned char *__restrict__ xq = nullptr, int2 *__restrict__ xg = nullptr) {
     constexpr int VEC = 4;                       // columns per thread
     constexpr int NW = GDN_HEAD_THREADS / 32;    // warps = row groups
     constexpr int R = DK / NW;                   // rows per thread
@@ -282,11 +284,15 @@ __device__ __forceinline__ void gdn_recurrent_gated(
                 const float r = rsqrtf(ss / (float)DV + norm_eps);
                 const T *zr = z + (i64)(t0 + t) * z_stride + (i64)h * DV + col;
                 T *orow = out + ((i64)(t0 + t) * H + h) * DV + col;
+                float yv[VEC];
 #pragma unroll
                 for (int c = 0; c < VEC; c++) {
                     const float zz = to_f(zr[c]);
-                    orow[c] = from_f<T>(o[c] * r * wn[c] * (zz / (1.f + expf(-zz))));
+                    const T y = from_f<T>(o[c] * r * wn[c] * (zz / (1.f + expf(-zz))));
+                    orow[c] = y;
+                    yv[c] = to_f(y);
                 }
+                if (xq != nullptr) fixed_group32(yv, h, xq, xg, H * DV);  // one token: the head is a group of 128
             }
             if (states != nullptr) {  // verify: the state once this token is in
 #pragma unroll

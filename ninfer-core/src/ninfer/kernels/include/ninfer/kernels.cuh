@@ -217,9 +217,9 @@
         ninfer::argmax_part<T>(logits, pv, pi, V, chunk);                                               \
     }                                                                                                   \
     extern "C" __global__ void sigmoid_mul_##S(const T *x, const T *gate, T *y, int ntok, int H, int D,  \
-                                               int gts, int ghs) {                                      \
+                                               int gts, int ghs, unsigned char *xq, int2 *xg) {         \
         ninfer::pdl_enter();                                                                            \
-        ninfer::sigmoid_mul<T>(x, gate, y, ntok, H, D, gts, ghs);                                       \
+        ninfer::sigmoid_mul<T>(x, gate, y, ntok, H, D, gts, ghs, xq, xg);                               \
     }                                                                                                   \
     NINFER_ATTN(S, T, 64)                                                                               \
     NINFER_ATTN(S, T, 128)                                                                              \
