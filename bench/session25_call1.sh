@@ -1,8 +1,8 @@
 # Session 25, call 1: the mixers' output projections on qmv1f (the GDN recurrence's output norm and the attention
 # output gate write their outputs in the fixed-point form: NINFER_QMV1F_OUT, default on). GPU tests of the new forms
 # (every backend) and of the quantised model's forms; 27B W4A16 end to end against session 24's default (the mixer
-# outputs from their bf16 rows), qmv1 and down's opt-in form in one process, A B C D A B C D; 8B W8A16; an eager kernel profile of 8 layers
-# (PDL off); transformers beside them. Kernels compiled here with NVRTC 13.0 (bash bench/precompile_sm90.sh .kc_s25).
+# outputs from their bf16 rows), qmv1 and down's opt-in form in one process, and the quantised GEMVs asking L2 for
+# their next 2 / 4 bursts before their PDL wait (QMV_PREPF); 8B W8A16 the same; transformers beside them. Kernels compiled here with NVRTC 13.0 (bash bench/precompile_sm90.sh .kc_s25).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s25/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
@@ -10,9 +10,8 @@ export PYTHONPATH=$PYTHONPATH:$PWD/bench
 timeout 150 python -m pytest -q tests/gpu/test_ops.py tests/gpu/test_gdn_kernels.py tests/gpu/test_quant_kernels.py -k "sigmoid_mul or pdl or gdn_recurrent_gated or fixed" -p no:cacheprovider > $OUT/tests.txt 2>&1; echo tests rc $?
 grep -E "passed|failed|Error|assert" $OUT/tests.txt | tail -8 | cut -c1-300
 D="default (per tile 1..8 tokens, split 9..16)"; O="mixer outputs from the bf16 row (NINFER_QMV1F_OUT=0, session 24's default)"; B="int4 one token in bf16 (qmv1, before qmv1f)"; N="qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)"
-timeout 240 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "27B W4A16 g128" --variants "$D;$O;$B;$N;$D;$O;$B;$N" > $OUT/e2e.txt 2>&1
-timeout 60 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "8B W8A16 g128" --variants "$D" >> $OUT/e2e.txt 2>&1
+P2="the next 2 bursts into L2 before the PDL wait (QMV_PREPF=2)"; P4="the next 4 bursts into L2 before the PDL wait (QMV_PREPF=4)"
+timeout 250 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "27B W4A16 g128" --variants "$D;$O;$P2;$P4;$N;$B;$D;$O;$P2" > $OUT/e2e.txt 2>&1
+timeout 90 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "8B W8A16 g128" --variants "$D;$P2;$P4" >> $OUT/e2e.txt 2>&1
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e.txt | cut -c1-220
-NINFER_PDL=0 timeout 60 python bench/quant.py --parts profile --no-qgemv --models "27B W4A16 g128" --profile-layers 8 > $OUT/profile.txt 2>&1
-grep -vE "^\s*$|compiling|ops of" $OUT/profile.txt | tail -22 | cut -c1-200
-timeout 100 python bench/peers/transformers_decode.py 8b 27b > $OUT/peer.txt 2>&1; grep -E "RESULT|FAILED|copy bandwidth|^transformers" $OUT/peer.txt
+timeout 95 python bench/peers/transformers_decode.py 8b 27b > $OUT/peer.txt 2>&1; grep -E "RESULT|FAILED|copy bandwidth|^transformers" $OUT/peer.txt

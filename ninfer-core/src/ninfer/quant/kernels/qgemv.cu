@@ -808,6 +808,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_L2PF  // > 0: each burst asks L2 for the warp's burst QMV_L2PF rounds ahead (prefetch.global.L2, no registers)
 #define QMV_L2PF 0
 #endif
+#ifndef QMV_PREPF  // > 0 (one token): before its PDL wait each warp asks L2 for its next QMV_PREPF bursts as well, while
+#define QMV_PREPF 0  // the kernel before still runs (a measurement, session 25: bench/quant.py's variant)
+#endif
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
@@ -1082,6 +1085,11 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
     if (b < nburst) fetch(wb, b);
+    if (QMV_PREPF > 0 && ONE && lane < 4 * B) {  // 4 B lines of 128 bytes a burst
+#pragma unroll
+        for (int p = 1; p <= QMV_PREPF; p++)
+            if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
+    }
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
