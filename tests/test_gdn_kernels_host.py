@@ -71,6 +71,16 @@ inline void gdn_cp16(void *dst, const void *src, int sz) { if (sz) std::memcpy(d
 inline void gdn_cp_commit() {}
 inline void gdn_cp_wait_all() {}
 }
+// fixed_point.cuh (the fixed-point form the gated kernel writes for a quantised out_proj): a float division and the
+// conversion to int as the device rounds them (to nearest, ties to even: the default rounding mode), int shuffles
+struct int2 { int x, y; };
+inline int2 make_int2(int a, int b) { return {a, b}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
+int __shfl_xor_sync(unsigned, int, int);
+using std::max;
 """
 
 DRIVER = r"""
@@ -96,6 +106,13 @@ float __shfl_xor_sync(unsigned, float v, int off) {
     float r = slots[w][l ^ off];
     warp_bar[w]->arrive_and_wait();
     return r;
+}
+int __shfl_xor_sync(unsigned m, int v, int off) {
+    float f;
+    std::memcpy(&f, &v, 4);
+    f = __shfl_xor_sync(m, f, off);
+    std::memcpy(&v, &f, 4);
+    return v;
 }
 // the blocks run one after another (their __shared__ arrays are statics); a block's threads run together
 static void launch(int gx, int gy, int threads, std::function<void()> f) {
@@ -129,6 +146,15 @@ extern "C" void gdn_recurrent_f32_d128(int gx, int gy, int threads, const float 
     launch(gx, gy, threads, [=] {
         ninfer::gdn_recurrent<float, 128, 128, 16>(q, k, v, g, beta, si, out, so, states, T, H, Hk, qs, ks, vs,
                                                    gs, bs, scale, eps);
+    });
+}
+extern "C" void gdn_recurrent_gated_f32_d128(int gx, int gy, int threads, const float *q, const float *k,
+        const float *v, const float *g, const float *beta, const float *si, const float *z, const float *nw,
+        float *out, float *so, float *states, int T, int H, int Hk, int qs, int ks, int vs, int gs, int bs, int zs,
+        float scale, float eps, float neps, unsigned char *xq, int2 *xg) {
+    launch(gx, gy, threads, [=] {
+        ninfer::gdn_recurrent_gated<float, 128, 128>(q, k, v, g, beta, si, z, nw, out, so, states, T, H, Hk, qs, ks,
+                                                     vs, gs, bs, zs, scale, eps, neps, xq, xg);
     });
 }
 extern "C" void causal_conv1d_prefill_f32_k4(int gx, int gy, int threads, const float *x, const float *w,
@@ -202,7 +228,7 @@ def host_kernels(tmp_path_factory):
     if cxx is None:
         pytest.skip("needs a host C++20 compiler (g++) to run the kernel source on the CPU")
     d = tmp_path_factory.mktemp("gdn_host")
-    for name in ("conv1d_update.cuh", "gdn_recurrent.cuh", "gdn_chunked.cuh", "gdn_chunked_mma.cuh"):
+    for name in ("conv1d_update.cuh", "gdn_recurrent.cuh", "gdn_chunked.cuh", "gdn_chunked_mma.cuh", "fixed_point.cuh"):
         shutil.copy(CORE_INCLUDE / "ninfer" / name, d / name)
     (d / "common.cuh").write_text(SHIM)
     (d / "driver.cpp").write_text(DRIVER)
@@ -339,3 +365,32 @@ def test_chunked_rule_tensor_core_source(ops, monkeypatch, T, fresh, H, Hk):
     want_o, want_s = ref.gdn_chunked(q.float(), k.float(), v.float(), g, beta.float(), s0)
     assert o.dtype == torch.bfloat16 and o.shape == want_o.shape and s.shape == want_s.shape
     assert rel(o, want_o) < 5e-3 and rel(s, want_s) < 1e-5
+
+
+@pytest.mark.parametrize("T,keep_all,fixed", [(1, False, True), (1, False, False), (3, True, True)])
+def test_gated_recurrence_and_its_fixed_point_form_source(ops, T, keep_all, fixed):
+    """The recurrence + gated output norm in one kernel (gdn_recurrent_gated) against the reference; for one token
+    with fixed=True also the output's fixed-point form for a quantised out_proj (ninfer.quant.fixed, a head one group
+    of 128; head 1 all zeros), bit for bit the reference's form of the output; verify calls attach nothing."""
+    from ninfer.quant import fixed as fx
+
+    H, Hk = 4, 2
+    q, k, v, g, beta = layer_like(T, H, Hk, pad=4)
+    z = torch.randn(T, H, 128) * 2
+    z[:, 1] = 0  # silu(0) = 0: head 1's output all zeros, sx = 1
+    w = torch.rand(128) + 0.5
+    w[::37] = 9  # an outlier column in every head
+    s0 = torch.randn(H, 128, 128) * 0.3
+    want_o, want_s = ref.gdn_recurrent_gated(q, k, v, g, beta, s0.clone(), z, w, 1e-6, keep_all=keep_all)
+    o, s = ops["gdn_recurrent_gated"](*map(cuda_like, (q, k, v, g, beta, s0.clone(), z, w)), 1e-6,
+                                      keep_all=keep_all, fixed=fixed)
+    assert ops["launched"] == ["gdn_recurrent_gated_f32_d128"]
+    assert rel(o, want_o) < 1e-5 and rel(s, want_s) < 1e-5
+    got = fx.attached(o)
+    if not (fixed and T == 1 and not keep_all):
+        assert got is None
+        return
+    assert got is not None
+    xq, xg = fx.fixed_point(torch.Tensor(o).flatten())
+    assert torch.equal(got[0], xq) and torch.equal(got[1], xg)
+    assert xg[1, 0].view(torch.float32) == 1 and xg[1, 1] == 0 and (xg[:, 1] != 0).sum() == H - 1
