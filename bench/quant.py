@@ -139,7 +139,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "qmv1f, group loads behind branches (QMV_FIXFETCH=0, session 23)": dict(split=(16,), extra=("-DQMV_FIXFETCH=0",)),
     "qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)": dict(split=(16,), qmv1f_down=True),
     # session 25: GDN out_proj and attention o on qmv1f, the form from the recurrence / the output gate (default)
-    "the next 2 bursts into L2 before the PDL wait (QMV_PREPF=2)": dict(split=(16,), extra=("-DQMV_PREPF=2",)),
+    # session 25: int4 one-token GEMVs ask L2 for their next 2 bursts before the PDL wait (default; int8 never)
+    "no bursts into L2 before the PDL wait (QMV_PREPF=0, before session 25)": dict(split=(16,), extra=("-DQMV_PREPF=0",)),
     "the next 4 bursts into L2 before the PDL wait (QMV_PREPF=4)": dict(split=(16,), extra=("-DQMV_PREPF=4",)),
     "mixer outputs from the bf16 row (NINFER_QMV1F_OUT=0, session 24's default)": dict(split=(16,), qmv1f_out=False),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names

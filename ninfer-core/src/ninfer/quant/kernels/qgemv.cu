@@ -808,9 +808,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_L2PF  // > 0: each burst asks L2 for the warp's burst QMV_L2PF rounds ahead (prefetch.global.L2, no registers)
 #define QMV_L2PF 0
 #endif
-#ifndef QMV_PREPF  // > 0 (one token): before its PDL wait each warp asks L2 for its next QMV_PREPF bursts as well, while
-#define QMV_PREPF 0  // the kernel before still runs (a measurement, session 25: bench/quant.py's variant)
-#endif
+#ifndef QMV_PREPF  // int4, one token: before its PDL wait each warp asks L2 for its next QMV_PREPF bursts as well, while
+#define QMV_PREPF 2  // the kernel before still runs. On an H100 the 27B W4A16 decode +0.8-1.8 % at 2, -3 to -4 % at 4;
+#endif               // int8 (the 8B W8A16) -5 % at 2, so int8 never (bench/RESULTS.md session 25; not run on the H200)
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
@@ -1085,7 +1085,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
     if (b < nburst) fetch(wb, b);
-    if (QMV_PREPF > 0 && ONE && lane < 4 * B) {  // 4 B lines of 128 bytes a burst
+    if (QMV_PREPF > 0 && ONE && BITS == 4 && lane < 4 * B) {  // 4 B lines of 128 bytes a burst
 #pragma unroll
         for (int p = 1; p <= QMV_PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
