@@ -1,8 +1,9 @@
 # Session 25, call 1: the mixers' output projections on qmv1f (the GDN recurrence's output norm and the attention
 # output gate write their outputs in the fixed-point form: NINFER_QMV1F_OUT, default on). GPU tests of the new forms
-# (every backend) and of the quantised model's forms; 27B W4A16 end to end against session 24's default (the mixer
-# outputs from their bf16 rows), qmv1 and down's opt-in form in one process, and the quantised GEMVs asking L2 for
-# their next 2 / 4 bursts before their PDL wait (QMV_PREPF); 8B W8A16 the same; transformers beside them. Kernels compiled here with NVRTC 13.0 (bash bench/precompile_sm90.sh .kc_s25).
+# (every backend) and of the quantised model's forms; the 27B W4A16 decode against session 24's default (the mixer
+# outputs from their bf16 rows), the GEMVs asking L2 for their next 2 bursts before their PDL wait (QMV_PREPF=2) and
+# down's opt-in form, in one process; the 8B W8A16 default; transformers on the 27B shape beside them. Kernels
+# compiled here with NVRTC 13.0 (bash bench/precompile_sm90.sh .kc_s25, bench/precompile_quant_variants.sh).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s25/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
