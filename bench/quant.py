@@ -143,6 +143,11 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "no bursts into L2 before the PDL wait (QMV_PREPF=0, before session 25)": dict(split=(16,), extra=("-DQMV_PREPF=0",)),
     "the next 4 bursts into L2 before the PDL wait (QMV_PREPF=4)": dict(split=(16,), extra=("-DQMV_PREPF=4",)),
     "mixer outputs from the bf16 row (NINFER_QMV1F_OUT=0, session 24's default)": dict(split=(16,), qmv1f_out=False),
+    # session 26: one token of int8 in the same fixed-point form on the integer tensor cores (qgemv.cu FIX8; default)
+    "int8 one token in fp16 (qmv1, NINFER_QMV1F_INT8=0, before session 26)": dict(split=(16,), qmv1f_int8=False),
+    # session 26: an int8 output projection asks L2 for all of its weight before its PDL wait (NINFER_QMV_AHEAD=1)
+    "int8 o into L2 during attention (NINFER_QMV_AHEAD=1)": dict(split=(16,), qmv_ahead=True),
+    "both session 26 forms off": dict(split=(16,), qmv1f_int8=False, qmv_ahead=False),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -169,6 +174,8 @@ def variant(label: str):
     gpu.QMV1F = v.get("qmv1f", True)
     gpu.QMV1F_DOWN = v.get("qmv1f_down", False)
     gpu.QMV1F_OUT = v.get("qmv1f_out", True)
+    gpu.QMV1F_INT8 = v.get("qmv1f_int8", True)
+    gpu.QMV_AHEAD = v.get("qmv_ahead", False)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

@@ -768,15 +768,16 @@ def _spy_fixed(monkeypatch):
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("group,sym", [(128, True), (128, False), (256, True), (512, False)])
 @pytest.mark.parametrize("n,k", [(4096, 4096), (2560, 5120), (1000, 1024), (5120, 17408), (12288, 5120)])
-def test_fixed_point_burst_kernel_matches_float32(dtype, tol, scale_dtype, group, sym, n, k, monkeypatch):
-    """qmv1f: one token in the 16-bit fixed point of ninfer.quant.fixed, int4 codes multiplied on the integer tensor
-    cores: against x @ dequant(W)^T in float32 (and within float rounding of the fixed-point values' own product).
-    Rows not a multiple of 16, zero points, groups of 128-512. Outputs poisoned. A row changed in place after its
-    form was made takes qmv1 instead."""
+@pytest.mark.parametrize("bits", [4, 8])
+def test_fixed_point_burst_kernel_matches_float32(dtype, tol, scale_dtype, group, sym, n, k, bits, monkeypatch):
+    """qmv1f: one token in the 16-bit fixed point of ninfer.quant.fixed, int4 or int8 codes multiplied on the integer
+    tensor cores: against x @ dequant(W)^T in float32 (and within float rounding of the fixed-point values' own
+    product). Rows not a multiple of 16, zero points, groups of 128-512. Outputs poisoned. A row changed in place
+    after its form was made takes qmv1 instead; with NINFER_QMV1F_INT8=0 an int8 weight takes qmv1 too."""
     from ninfer.quant import fixed, gpu
     from ninfer.quant.layout import dequantize
 
-    q = gpu.prepare(_tiled_case(n, k, 4, group, sym, scale_dtype, n + k + group))
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, scale_dtype, n + k + group))
     x = torch.randn(1, k, device="cuda").to(dtype)
     x[0, ::97] *= 30  # outliers, as real activations have
     served = _spy_fixed(monkeypatch)
@@ -792,26 +793,32 @@ def test_fixed_point_burst_kernel_matches_float32(dtype, tol, scale_dtype, group
     x.mul_(1.0)  # in place: the attached form is stale now
     y2 = gpu.quant_linear(x, q)
     assert served == [True, False] and ((y2.float() - y).norm() / y.norm()) < tol
+    if bits == 8:
+        monkeypatch.setattr(gpu, "QMV1F_INT8", False)
+        assert not fixed.serves(q)
+        y3 = gpu.quant_linear(_with_fixed(x), q)
+        assert served == [True, False, False] and torch.equal(y3, y2)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("group,sym", [(128, True), (256, False)])
-@pytest.mark.parametrize("inter,k", [(4096, 4096), (17408, 5120), (1024, 1024)])
-def test_fixed_point_burst_kernel_with_swiglu(dtype, scale_dtype, group, sym, inter, k, monkeypatch):
-    """qmv1sf: the SwiGLU form with the token in fixed point: bit for bit silu_mul of qmv1f's projection, and
-    against float32."""
+@pytest.mark.parametrize("inter,k", [(4096, 4096), (17408, 5120), (1024, 1024), (12288, 4096)])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_fixed_point_burst_kernel_with_swiglu(dtype, scale_dtype, group, sym, inter, k, bits, monkeypatch):
+    """qmv1sf: the SwiGLU form with the token in fixed point, int4 or int8: bit for bit silu_mul of qmv1f's
+    projection, and against float32."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
     from ninfer.reference import ops as ref
 
-    q = gpu.prepare(_tiled_case(2 * inter, k, 4, group, sym, scale_dtype, inter + k))
+    q = gpu.prepare(_tiled_case(2 * inter, k, bits, group, sym, scale_dtype, inter + k))
     x = _with_fixed(torch.randn(1, k, device="cuda").to(dtype))
     served = _spy_fixed(monkeypatch)
     _poison()
     y = gpu.quant_linear_silu_mul(x, q)
-    qmv1 = gpu._module(x.device)[gpu.qmv_kernel_name(dtype, scale_dtype, 4, not sym)]
-    if 2 * gpu.qmv_warps(qmv1, 2 * inter // 16, k, 4, x.device) > 16:  # a plain launch's warps a tile, twice
+    qmv1 = gpu._module(x.device)[gpu.qmv_kernel_name(dtype, scale_dtype, bits, not sym)]
+    if 2 * gpu.qmv_warps(qmv1, 2 * inter // 16, k, bits, x.device) > 16:  # a plain launch's warps a tile, twice
         assert y is None
         return
     assert y is not None and served == [True]
@@ -868,16 +875,18 @@ def test_fixed_point_swiglu_writes_the_down_form(dtype, inter, k, monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("group,sym", [(128, True), (128, False)])
 @pytest.mark.parametrize("hidden,conv_dim,z_dim,heads", [(5120, 10240, 6144, 48), (1024, 512, 256, 8)])
-def test_fixed_point_burst_kernel_with_gdn_in(dtype, group, sym, hidden, conv_dim, z_dim, heads, monkeypatch):
-    """qmv1gf: the Gated DeltaNet input form with the token in fixed point: bit for bit qmv1f's projection, then the
-    sm90 backend's conv update and gate kernels, and within bf16 rounding of the float32 reference."""
+@pytest.mark.parametrize("bits", [4, 8])
+def test_fixed_point_burst_kernel_with_gdn_in(dtype, group, sym, hidden, conv_dim, z_dim, heads, bits, monkeypatch):
+    """qmv1gf: the Gated DeltaNet input form with the token in fixed point (int4 or int8): bit for bit qmv1f's
+    projection, then the sm90 backend's conv update and gate kernels, and within bf16 rounding of the float32
+    reference."""
     from ninfer.ops import DeviceSpec, resolve
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
     from ninfer.reference import gdn as ref
 
     n = conv_dim + z_dim + 2 * heads
-    q = gpu.prepare(_tiled_case(n, hidden, 4, group, sym, torch.bfloat16, n + hidden))
+    q = gpu.prepare(_tiled_case(n, hidden, bits, group, sym, torch.bfloat16, n + hidden))
     ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
     x = _with_fixed((torch.randn(1, hidden, device="cuda") * 2).to(dtype))
     cw = (torch.randn(conv_dim, 4, device="cuda") * 0.5).to(dtype)
@@ -955,6 +964,43 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
             # projections x 4 (out_proj from the recurrence, o from the attention output gate)
             assert sum(served) == 6 * (4 + 4 + 3 + 4), served
     assert torch.equal(out["graphed"], out["eager"])
+    assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
+    err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()
+    assert 0 < err < 2e-2, err
+
+
+def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
+    """A Qwen3-8B-shaped random model (2 layers), int8 g128: every decode step's norms attach the fixed-point form and
+    the qkv and gate_up GEMVs take it (o and down read rows no op puts in the form); greedy tokens as with the int8
+    form off (NINFER_QMV1F_INT8=0: qmv1's fp16 products), logits within bf16 rounding of them; CUDA graph replay gives
+    the eager logits, and so does o asking L2 for its weight ahead (NINFER_QMV_AHEAD=1; marked by plan_fixed)."""
+    import random_model as rm
+    from quant import quant_model
+
+    from ninfer.quant import gpu
+
+    graphed, weights = quant_model("qwen3-8b", 2, 8)
+    eager, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
+    plain, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
+    ahead, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
+    eager.graphs = plain.graphs = None
+    ids = torch.randint(0, graphed.cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(3)).tolist()
+    served = _spy_fixed(monkeypatch)
+    out = {}
+    for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain), ("ahead", ahead)):
+        monkeypatch.setattr(gpu, "QMV1F_INT8", name != "plain")
+        monkeypatch.setattr(gpu, "QMV_AHEAD", name == "ahead")
+        served.clear()
+        logits = [r.prefill(ids)]
+        for _ in range(6):
+            logits.append(r.decode(int(logits[-1].argmax())))
+        out[name] = torch.stack([lg.float().flatten() for lg in logits])
+        if name == "eager":
+            assert sum(served) == 6 * (2 + 1), served  # gate_up x 2, qkv of layer 1 (layer 0's norm has no add)
+        if name == "plain":
+            assert not any(served), served
+    assert all(layer.mixer.o.weight.l2_ahead for layer in ahead.model.layers)
+    assert torch.equal(out["graphed"], out["eager"]) and torch.equal(out["ahead"], out["eager"])
     assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
     err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()
     assert 0 < err < 2e-2, err

@@ -1,11 +1,12 @@
-"""The 16-bit fixed-point form of one token's activations that the int4 one-token GEMV multiplies on the integer
-tensor cores (qgemv.cu ``qmv1f*``): made by the norm before the GEMV (fused.cuh ``add_rms_norm`` with ``fixed=True``)
-and attached to the normed row, so the GEMV reads bytes instead of converting each code to bf16.
+"""The 16-bit fixed-point form of one token's activations that the int4 and int8 one-token GEMVs multiply on the
+integer tensor cores (qgemv.cu ``qmv1f*``): made by the norm before the GEMV (fused.cuh ``add_rms_norm`` with
+``fixed=True``) and attached to the normed row, so the GEMV reads bytes instead of converting each code to bf16 or fp16.
 
 Per group of 128 values: ``sx = max |x| / 32512`` (1 for a zero group), ``q = rint(x / sx)`` (ties to even), so
 ``x ~ sx q`` with ``|q| <= 32512``; ``q = 256 hi + lo`` with ``hi = floor((q + 128) / 256)`` and ``lo`` in
 [-128, 127], both signed bytes. ``xq`` int8 [2, K]: hi then lo, in the order of :func:`k_order`, the k a lane of
-the tiled int4 packing holds (ninfer.quant.layout.pack_tiles); ``xg`` int32 [K / 128, 2]: sx's float32 bits and
+the tiled int4 packing holds (ninfer.quant.layout.pack_tiles; the int8 GEMV puts its codes in the same order, one
+byte permute a register); ``xg`` int32 [K / 128, 2]: sx's float32 bits and
 the sum of the group's q (for the zero point). The relative error of a value is at most 2^-16 of its group's
 largest, against bf16's own 2^-9 of itself.
 """
@@ -90,10 +91,11 @@ def serves_output(w) -> bool:
 
 
 def serves(w) -> bool:
-    """Whether a one-token GEMV by ``w`` takes the fixed-point form (an int4 weight in the tiled packing on a GPU,
-    groups of whole 128-k runs, no column permutation; NINFER_QMV1F not 0): the norms before it then make it."""
+    """Whether a one-token GEMV by ``w`` takes the fixed-point form (an int4 weight, or an int8 one unless
+    NINFER_QMV1F_INT8=0, in the tiled packing on a GPU, groups of whole 128-k runs, no column permutation; NINFER_QMV1F
+    not 0): the norms before it then make it."""
     from . import gpu
     from .layout import QuantWeight
 
-    return (isinstance(w, QuantWeight) and gpu.QMV1F and w.bits == 4 and w.packing == "tiles16" and w.perm is None
-            and w.group_size % GROUP == 0 and w.qweight.is_cuda)
+    return (isinstance(w, QuantWeight) and gpu.QMV1F and (w.bits == 4 or w.bits == 8 and gpu.QMV1F_INT8)
+            and w.packing == "tiles16" and w.perm is None and w.group_size % GROUP == 0 and w.qweight.is_cuda)

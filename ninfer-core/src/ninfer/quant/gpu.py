@@ -73,6 +73,9 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 # Its products take 15-30 % less time than qmv1's; the 27B W4A16 decode 4.5-5.6 % faster on the H200 (bench/RESULTS.md
 # session 24). NINFER_QMV1F=0 keeps such weights on qmv1 (bf16 products).
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off", "")
+# ... and of an int8 weight (NINFER_QMV1F_INT8=0: qmv1, fp16 products): a lane's 16 bytes of codes are one IMMA's A
+# fragment after a byte permute a register, the same form and k order as int4's (qgemv.cu FIX8).
+QMV1F_INT8: bool = os.environ.get("NINFER_QMV1F_INT8", "1").lower() not in ("0", "false", "off", "")
 # ... and the SwiGLU form of it (qmv1sf) writing its output in that form for the down projection (NINFER_QMV1F_DOWN=1).
 # Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it, more than down's faster products can win (likely the
 # fence and group count at every block's end; not measured apart; bench/RESULTS.md session 24).
@@ -81,6 +84,10 @@ QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0",
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
 # The 27B W4A16 decode +0.4-0.5 % on an H100 (bench/RESULTS.md session 25; not run on the H200).
 QMV1F_OUT: bool = os.environ.get("NINFER_QMV1F_OUT", "1").lower() not in ("0", "false", "off", "")
+# One token of an int8 weight marked ``l2_ahead`` (a mixer's output projection, after attention or the recurrence:
+# DecoderBlock.plan_fixed) asks L2 for the whole weight before its PDL wait, while the latency-bound op before it runs
+# (qgemv.cu: qmv1's pf). NINFER_QMV_AHEAD=1; off by default until measured.
+QMV_AHEAD: bool = os.environ.get("NINFER_QMV_AHEAD", "0").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -159,7 +166,7 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq") for d in _SUFFIX
+        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf") for d in _SUFFIX
                   for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
     return names
 
@@ -384,9 +391,10 @@ def _group_counts(device: torch.device, h: int) -> torch.Tensor:
 
 def _fixed_form(x: torch.Tensor, w: QuantWeight):
     """(xq, xg) where the fixed-point kernels serve one token x with w: the form the norm attached to x (unchanged
-    since), an int4 tiled weight with groups of whole 128-k runs and no column permutation; else None."""
+    since), an int4 (or, unless NINFER_QMV1F_INT8=0, int8) tiled weight with groups of whole 128-k runs and no column
+    permutation; else None."""
     f = fixed.attached(x) if QMV1F else None
-    if (f is None or w.bits != 4 or w.packing != "tiles16" or w.perm is not None
+    if (f is None or not (w.bits == 4 or w.bits == 8 and QMV1F_INT8) or w.packing != "tiles16" or w.perm is not None
             or w.group_size % fixed.GROUP or f[0].shape != (2, w.in_features) or f[0].device != x.device):
         return None
     return f[0], f[1]
@@ -542,7 +550,8 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
             name = qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)
             kernel = _module(x.device, extra)[name]
-            args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
+            pf = 1 << 20 if t == 1 and QMV_AHEAD and w.bits == 8 and getattr(w, "l2_ahead", False) else 0
+            args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + ((pf,) if t == 1 else (t,))
             if (n, k, w.bits) not in CONFIG_OVERRIDE:
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
             threads = (QMV_WARPS or warps) * 32

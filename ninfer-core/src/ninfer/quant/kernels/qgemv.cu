@@ -1021,8 +1021,9 @@ template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false,
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
-                                    const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}) {
-    static_assert(!FIX || (NS == 0 && BITS == 4 && QMV_BURST % 2 == 0), "the fixed-point form: one token, int4");
+                                    const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}, int pf = 0) {
+    static_assert(!FIX || (NS == 0 && (BITS == 4 ? QMV_BURST % 2 == 0 : QMV_BURST == 4)),
+                  "the fixed-point form: one token, int4 bursts of whole 128-k runs, int8 bursts of one");
     if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX) {
         qmvp<T, ST, ZP, SILU, Epi>(Wp, Sp, Zp, x, bias, y, N, K, G, epi);
         return;
@@ -1090,6 +1091,11 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         for (int p = 1; p <= QMV_PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
+    // pf (int8, one token, the plain qmv1 entry): the launcher's count of further bursts each warp asks L2 for before
+    // the wait, where the op before is latency-bound (the attention after which o runs: gpu.QMV_AHEAD), not a GEMV.
+    if (ONE && BITS == 8 && lane < 4 * B)
+        for (int p = 1; p <= pf && b + p * warps < nburst; p++)
+            prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
@@ -1184,7 +1190,46 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     // computes the tile again in bf16, so the result is the bf16 kernel's. Finite activations give finite sums in
     // fp16 (|code| <= 255, |x| <= 65504: far below float32's range).
     constexpr bool X16 = QMV_X16 && BITS == 8 && QmSame<T, __nv_bfloat16>::value;
-    if constexpr (FIX) {
+    if constexpr (FIX && BITS == 8) {
+        // int8 (FIX8): a burst is 4 chunks of 32 k, one 128-k group. A lane's 16 bytes of a chunk are rows g, g + 8 at
+        // k 8t..8t+7 of it (words (g, k), (g, k+1), (g+8, k), (g+8, k+1), k = 8t, 8t+2, 8t+4, 8t+6), so one PRMT a
+        // register puts them in the order the int4 form's k_order gives the token's bytes, (0, 2, 1, 3) a word:
+        // the norms' form serves int8 weights unchanged, and a chunk is one IMMA with no dequantisation at all
+        // (against qmv1's 8 PRMT, 8 fp16 subtractions, 2 HMMA and the activations' bf16 -> fp16 conversion).
+        acc[0][0] = acc[0][2] = 0.f;
+        const uint4 *xb = fx.xq + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
+        const int2 *gb = fx.xg + warp;
+        for (; b < nburst; b += warps, wb += wstep, xb += warps * (B / 2) * 4, gb += warps) {
+            if (b != warp) {
+#pragma unroll
+                for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
+                const int gi = (b * B) >> lg;
+                qm_load_s(sv[0], St + gi * 8, true);
+                if (ZP) qm_load_z(zv[0], Zt + gi * 8, true);
+            }
+            uint4 wc[B];
+#pragma unroll
+            for (int u = 0; u < B; u++) wc[u] = wv[u];
+            const unsigned sc0 = sv[0], zc0 = zv[0];
+            int d[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int h = 0; h < B / 2; h++) {  // 64 k: chunks 2h (the form's words 0, 1), 2h + 1 (words 2, 3)
+                uint4 xv;
+                qm_load_x(xv, xb + h * 4, true);
+                const uint4 w0 = wc[2 * h], w1 = wc[2 * h + 1];
+                qm_imma(d, __byte_perm(w0.x, w0.y, 0x5140), __byte_perm(w0.x, w0.y, 0x7362),
+                        __byte_perm(w0.z, w0.w, 0x5140), __byte_perm(w0.z, w0.w, 0x7362), xv.x, xv.y);
+                qm_imma(d, __byte_perm(w1.x, w1.y, 0x5140), __byte_perm(w1.x, w1.y, 0x7362),
+                        __byte_perm(w1.z, w1.w, 0x5140), __byte_perm(w1.z, w1.w, 0x7362), xv.z, xv.w);
+            }
+            const int2 gx = __ldg(gb);
+            const float sx = __int_as_float(gx.x);
+            const int v0 = d[0] * 256 + d[1] - (int)(zc0 & 0xFFu) * gx.y;
+            const int v2 = d[2] * 256 + d[3] - (int)((zc0 >> 8) & 0xFFu) * gx.y;
+            acc[0][0] = fmaf(qm_scale(sc0 & 0xFFFFu, (const ST *)nullptr) * sx, (float)v0, acc[0][0]);
+            acc[0][2] = fmaf(qm_scale_hi(sc0, (const ST *)nullptr) * sx, (float)v2, acc[0][2]);
+        }
+    } else if constexpr (FIX) {
         acc[0][0] = acc[0][2] = 0.f;
         // this warp's activations and groups, stepped with its bursts: hi for even g (B's even columns), lo for odd
         const uint4 *xb = fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
@@ -1404,8 +1449,8 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
 #define QMV1_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                  \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G) {                                                                                     \
-        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                \
+        int K, int G, int pf) {                                                                             \
+        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, {}, pf);        \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
@@ -1417,27 +1462,28 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         int K, int G, int ntok) {                                                                           \
         ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok, ninfer::QmvStore<T>{y, N});             \
     }
-// qmv1f*: the int4 one-token forms (plain, SwiGLU, Gated DeltaNet input) with the token in fixed point (FIX above).
-#define QMV1F_KERNEL(S, T, SS, ST, Z, ZN)                                                                    \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1f_##S##_s##SS##_b4_##ZN(                         \
+// qmv1f*: the int4 and int8 one-token forms (plain, SwiGLU, Gated DeltaNet input) with the token in fixed point (FIX
+// above).
+#define QMV1F_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                    \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1f_##S##_s##SS##_b##B##_##ZN(                         \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
         const T *b, T *y, int N, int K, int G) {                                                            \
-        ninfer::qmv<T, ST, 4, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
                                                                     ninfer::QmvStore<T>{y, N},               \
                                                                     ninfer::QmvFixed{xq, xg});              \
     }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1sf_##S##_s##SS##_b4_##ZN(                        \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
         int N, int K, int G, unsigned char *oq, int2 *og, int *ocnt) {                                      \
-        ninfer::qmv<T, ST, 4, Z, 0, true, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, \
+        ninfer::qmv<T, ST, B, Z, 0, true, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, \
                                                                    1, ninfer::QmvStore<T>{y, N},             \
                                                                    ninfer::QmvFixed{xq, xg, oq, og, ocnt}); \
     }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG4) qmv1gf_##S##_s##SS##_b4_##ZN(                        \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1gf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
         int N, int K, int G, const T *conv_w, float *conv_state, const float *A_log, const float *dt_bias,    \
         float *g, T *beta, int conv_dim, int z_dim, int nh) {                                               \
-        ninfer::qmv<T, ST, 4, Z, 0, false, ninfer::GdnInEpilogue<T>, true>(                                 \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::GdnInEpilogue<T>, true>(                                 \
             Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, 1,                                                    \
             ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh},   \
             ninfer::QmvFixed{xq, xg});                                                                      \
@@ -1469,10 +1515,11 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     QMV1S_KERNEL(S, T, SS, ST, B, false, sym) QMV1S_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QDEQ_KERNEL(S, T, SS, ST, B, false, sym) QDEQ_KERNEL(S, T, SS, ST, B, true, zp)
+#define QMV1F_B(S, T, B) QMV1F_KERNEL(S, T, f16, __half, B, false, sym) QMV1F_KERNEL(S, T, f16, __half, B, true, zp) \
+    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)                         \
-    QMV1F_KERNEL(S, T, f16, __half, false, sym) QMV1F_KERNEL(S, T, f16, __half, true, zp)       \
-    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, true, zp)
+    QMV1F_B(S, T, 4) QMV1F_B(S, T, 8)
 
 #define QM_WIDTHS(S, T, SS, ST, B, Z, ZN) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QM_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16) \
     QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 1, 8) QSK_KERNEL(S, T, SS, ST, B, Z, ZN, 2, 16)
