@@ -1,6 +1,6 @@
-"""ninfer.quant.fixed: the 16-bit fixed-point form of one token that the int4 one-token GEMV multiplies on the
-integer tensor cores. Checked here on the CPU against the tiled int4 packing (pack_tiles) and against the float
-product: the GPU kernels' own tests are in tests/gpu/test_quant_kernels.py."""
+"""ninfer.quant.fixed: the 16-bit fixed-point form of one token that the int4 and int8 one-token GEMVs multiply on
+the integer tensor cores. Checked here on the CPU against the tiled int4 and int8 packings (pack_tiles) and against
+the float product: the GPU kernels' own tests are in tests/gpu/test_quant_kernels.py."""
 
 import pytest
 import torch
@@ -32,6 +32,43 @@ def test_k_order_is_the_k_each_lane_holds_in_the_tiled_int4_packing():
     w = QuantWeight(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8), torch.ones(n, k // 128).half(), 4, 128, k)
     assert torch.equal(_codes_as_read(w), codes_of(w)[:, :k].long())
     assert torch.equal(fixed.k_order(k).sort().values, torch.arange(k))
+
+
+def _byte_perm(a: torch.Tensor, b: torch.Tensor, sel: int) -> torch.Tensor:
+    """CUDA's __byte_perm on bytes [..., 4] (a bytes 0-3, b bytes 4-7): byte n of the result is byte (sel >> 4 n) & 7."""
+    src = torch.cat([a, b], -1)
+    return src[..., [(sel >> (4 * n)) & 7 for n in range(4)]]
+
+
+def _int8_codes_as_read(w: QuantWeight) -> torch.Tensor:
+    """The int8 codes [N, K] as qgemv.cu's FIX8 reads the tiled packing: lane (g, t) of int8 chunk c = 2 C + e holds
+    words x, y, z, w; A registers PRMT(x, y, 0x5140) (row g) and PRMT(x, y, 0x7362) (row g + 8) meet the form's word
+    2 e of 64-k chunk C, PRMT(z, w, ...) its word 2 e + 1, byte j at k_order's k."""
+    n, k = w.scales.shape[0], w.in_features
+    packed = pack_tiles(w).qweight.view(-1, k // 64, 2, 8, 4, 4, 4).long()  # tiles, C, e, g, t, word, byte
+    order = fixed.k_order(k).view(k // 64, 4, 4, 4)  # C, t, word i, byte j
+    got = torch.full((packed.shape[0] * 16, k), -1, dtype=torch.int64)
+    for g in range(8):
+        for t in range(4):
+            for e in range(2):
+                wd = packed[:, :, e, g, t]  # [tiles, C, word, byte]
+                for i, (lo, hi) in enumerate(((0, 1), (2, 3))):
+                    ks = order[:, t, 2 * e + i]  # [C, byte j]
+                    for row, sel in ((g, 0x5140), (g + 8, 0x7362)):
+                        a = _byte_perm(wd[:, :, lo], wd[:, :, hi], sel)  # [tiles, C, byte j]
+                        for c in range(k // 64):
+                            got[row::16][:, ks[c]] = a[:, c]
+    return got[:n]
+
+
+def test_k_order_is_the_k_each_lane_holds_in_the_tiled_int8_packing_after_its_byte_permutes():
+    """The int8 one-token GEMV on the integer tensor cores takes the int4 GEMV's form unchanged: read as its kernel
+    reads the tiled int8 packing (one byte permute an A register), every byte is the code of the k the form's byte
+    in the same place holds, so each IMMA multiplies matching k."""
+    n, k = 40, 384
+    torch.manual_seed(0)
+    w = QuantWeight(torch.randint(0, 256, (n, k), dtype=torch.uint8), torch.ones(n, k // 128).half(), 8, 128, k)
+    assert torch.equal(_int8_codes_as_read(w), codes_of(w)[:, :k].long())
 
 
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 300.0])
