@@ -7,11 +7,11 @@ source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s26/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
-timeout 150 python -m pytest -q tests/gpu/test_quant_kernels.py -k "fixed_point or int8_model or quantised_model_decodes" -p no:cacheprovider -x > $OUT/tests.txt 2>&1; echo tests rc $?
+timeout 100 python -m pytest -q tests/gpu/test_quant_kernels.py -k "fixed_point or int8_model or quantised_model_decodes" -p no:cacheprovider -x > $OUT/tests.txt 2>&1; echo tests rc $?
 grep -E "passed|failed|Error|assert" $OUT/tests.txt | tail -8 | cut -c1-300
 D="default (per tile 1..8 tokens, split 9..16)"; F="int8 one token in fp16 (qmv1, NINFER_QMV1F_INT8=0, before session 26)"; A="int8 o into L2 during attention (NINFER_QMV_AHEAD=1)"; N="qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)"
-timeout 170 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "8B W8A16 g128" --variants "$D;$F;$A;$N;$D;$F;$A;$N" > $OUT/e2e.txt 2>&1
+timeout 130 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "8B W8A16 g128" --variants "$D;$F;$A;$N;$D;$F" > $OUT/e2e.txt 2>&1
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e.txt | cut -c1-220
-timeout 50 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "27B W4A16 g128" --variants "$D" > $OUT/e2e27.txt 2>&1
+timeout 45 python bench/quant.py --parts e2e --no-qgemv --lm-head int8,int4 --models "27B W4A16 g128" --variants "$D" > $OUT/e2e27.txt 2>&1
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e27.txt | cut -c1-220
 timeout 60 python bench/peers/transformers_decode.py 8b > $OUT/peer.txt 2>&1; grep -E "RESULT|FAILED|copy bandwidth|^transformers" $OUT/peer.txt
