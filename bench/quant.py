@@ -413,6 +413,7 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
         runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
         for layer in runner.model.layers:  # the norms' fixed-point form is planned again (gpu.QMV1F may differ)
             layer.fixed_planned = False
+        runner.model.fixed_planned = False  # (the final norm's, for lm_head)
         tok_s = decode_speed(runner)
         impls.update(kept)
         gpu.CONFIG_OVERRIDE.clear()

@@ -970,8 +970,9 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
 
 
 def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
-    """A Qwen3-8B-shaped random model (2 layers), int8 g128: every decode step's norms attach the fixed-point form and
-    the qkv and gate_up GEMVs take it (o and down read rows no op puts in the form); greedy tokens as with the int8
+    """A Qwen3-8B-shaped random model (2 layers), int8 g128 with an int8 lm_head: every decode step's norms attach the
+    fixed-point form and the qkv, gate_up and lm_head GEMVs take it (o and down read rows no op puts in the form; the
+    final norm's form serves lm_head); greedy tokens as with the int8
     form off (NINFER_QMV1F_INT8=0: qmv1's fp16 products), logits within bf16 rounding of them; CUDA graph replay gives
     the eager logits, and so does o asking L2 for its weight ahead (NINFER_QMV_AHEAD=1; marked by plan_fixed)."""
     import random_model as rm
@@ -979,7 +980,7 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
 
     from ninfer.quant import gpu
 
-    graphed, weights = quant_model("qwen3-8b", 2, 8)
+    graphed, weights = quant_model("qwen3-8b", 2, 8, lm_head_bits=8)
     eager, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
     plain, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
     ahead, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
@@ -996,10 +997,11 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
             logits.append(r.decode(int(logits[-1].argmax())))
         out[name] = torch.stack([lg.float().flatten() for lg in logits])
         if name == "eager":
-            assert sum(served) == 6 * (2 + 1), served  # gate_up x 2, qkv of layer 1 (layer 0's norm has no add)
+            # gate_up x 2, qkv of layer 1 (layer 0's norm has no add), lm_head
+            assert sum(served) == 6 * (2 + 1 + 1), served
         if name == "plain":
             assert not any(served), served
-    assert all(layer.mixer.o.weight.l2_ahead for layer in ahead.model.layers)
+    assert all(layer.mixer.o.weight.l2_ahead for layer in ahead.model.layers) and ahead.model.norm.fixed
     assert torch.equal(out["graphed"], out["eager"]) and torch.equal(out["ahead"], out["eager"])
     assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
     err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()

@@ -81,10 +81,16 @@ class CausalLM:
         self.norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
         self.lm_head = Linear(ops, cfg.hidden_size, cfg.vocab_size)
         self.extra_weights: dict[str, torch.Tensor] = {}  # e.g. mtp.* kept for the MTP drafter
+        self.fixed_planned = False
 
     def forward(self, ids: torch.Tensor, ctx) -> torch.Tensor:
         """ids: [T] int64 -> final hidden states [T, H] (after the final norm)."""
         x = self.ops.embedding(ids, self.embed_tokens)
+        if not self.fixed_planned and ids.numel() == 1:  # as DecoderBlock.plan_fixed: the final norm for lm_head
+            from ..quant.fixed import serves
+
+            self.norm.fixed = x.is_cuda and serves(self.lm_head.weight)
+            self.fixed_planned = True
         pending = None  # the last block's MLP output, added to x by the next norm (fused)
         for layer in self.layers:
             if isinstance(layer, DecoderBlock):
