@@ -147,7 +147,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "int8 one token in fp16 (qmv1, NINFER_QMV1F_INT8=0, before session 26)": dict(split=(16,), qmv1f_int8=False),
     # session 26: an int8 output projection asks L2 for all of its weight before its PDL wait (NINFER_QMV_AHEAD=1)
     "int8 o into L2 during attention (NINFER_QMV_AHEAD=1)": dict(split=(16,), qmv_ahead=True),
-    "both session 26 forms off": dict(split=(16,), qmv1f_int8=False, qmv_ahead=False),
+    "lm_head from the bf16 row (NINFER_QMV1F_HEAD=0)": dict(split=(16,), qmv1f_head=False),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -176,6 +176,7 @@ def variant(label: str):
     gpu.QMV1F_OUT = v.get("qmv1f_out", True)
     gpu.QMV1F_INT8 = v.get("qmv1f_int8", True)
     gpu.QMV_AHEAD = v.get("qmv_ahead", False)
+    gpu.QMV1F_HEAD = v.get("qmv1f_head", True)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

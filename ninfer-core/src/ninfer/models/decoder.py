@@ -87,9 +87,10 @@ class CausalLM:
         """ids: [T] int64 -> final hidden states [T, H] (after the final norm)."""
         x = self.ops.embedding(ids, self.embed_tokens)
         if not self.fixed_planned and ids.numel() == 1:  # as DecoderBlock.plan_fixed: the final norm for lm_head
+            from ..quant import gpu
             from ..quant.fixed import serves
 
-            self.norm.fixed = x.is_cuda and serves(self.lm_head.weight)
+            self.norm.fixed = x.is_cuda and gpu.QMV1F_HEAD and serves(self.lm_head.weight)
             self.fixed_planned = True
         pending = None  # the last block's MLP output, added to x by the next norm (fused)
         for layer in self.layers:

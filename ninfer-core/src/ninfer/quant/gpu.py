@@ -76,6 +76,8 @@ QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", 
 # ... and of an int8 weight (NINFER_QMV1F_INT8=0: qmv1, fp16 products): a lane's 16 bytes of codes are one IMMA's A
 # fragment after a byte permute a register, the same form and k order as int4's (qgemv.cu FIX8).
 QMV1F_INT8: bool = os.environ.get("NINFER_QMV1F_INT8", "1").lower() not in ("0", "false", "off", "")
+# ... and lm_head, the final norm writing the form (NINFER_QMV1F_HEAD=0: lm_head from the bf16 row, qmv1).
+QMV1F_HEAD: bool = os.environ.get("NINFER_QMV1F_HEAD", "1").lower() not in ("0", "false", "off", "")
 # ... and the SwiGLU form of it (qmv1sf) writing its output in that form for the down projection (NINFER_QMV1F_DOWN=1).
 # Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it, more than down's faster products can win (likely the
 # fence and group count at every block's end; not measured apart; bench/RESULTS.md session 24).
