@@ -147,7 +147,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "int8 one token in fp16 (qmv1, NINFER_QMV1F_INT8=0, before session 26)": dict(split=(16,), qmv1f_int8=False),
     # session 26: an int8 output projection asks L2 for all of its weight before its PDL wait (NINFER_QMV_AHEAD=1)
     "int8 o into L2 during attention (NINFER_QMV_AHEAD=1)": dict(split=(16,), qmv_ahead=True),
-    "lm_head from the bf16 row (NINFER_QMV1F_HEAD=0)": dict(split=(16,), qmv1f_head=False),
+    "lm_head from the final norm's form (NINFER_QMV1F_HEAD=1)": dict(split=(16,), qmv1f_head=True),
     "int8 fixed point, bursts of 8 chunks at 80 registers (QMV_FIX8_BURST=8)": dict(
         split=(16,), extra=("-DQMV_FIX8_BURST=8", "-DQMV_MAXREGF8=80")),
     "int8 fixed point, the next 2 bursts into L2 before the PDL wait (QMV_PREPF8=2)": dict(
@@ -180,7 +180,7 @@ def variant(label: str):
     gpu.QMV1F_OUT = v.get("qmv1f_out", True)
     gpu.QMV1F_INT8 = v.get("qmv1f_int8", True)
     gpu.QMV_AHEAD = v.get("qmv_ahead", False)
-    gpu.QMV1F_HEAD = v.get("qmv1f_head", True)
+    gpu.QMV1F_HEAD = v.get("qmv1f_head", False)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

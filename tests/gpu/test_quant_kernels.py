@@ -972,7 +972,7 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
 def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
     """A Qwen3-8B-shaped random model (2 layers), int8 g128 with an int8 lm_head: every decode step's norms attach the
     fixed-point form and the qkv, gate_up and lm_head GEMVs take it (o and down read rows no op puts in the form; the
-    final norm's form serves lm_head); greedy tokens as with the int8
+    final norm's form serves lm_head, NINFER_QMV1F_HEAD=1); greedy tokens as with the int8
     form off (NINFER_QMV1F_INT8=0: qmv1's fp16 products), logits within bf16 rounding of them; CUDA graph replay gives
     the eager logits, and so does o asking L2 for its weight ahead (NINFER_QMV_AHEAD=1; marked by plan_fixed)."""
     import random_model as rm
@@ -987,6 +987,7 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
     eager.graphs = plain.graphs = None
     ids = torch.randint(0, graphed.cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(3)).tolist()
     served = _spy_fixed(monkeypatch)
+    monkeypatch.setattr(gpu, "QMV1F_HEAD", True)  # (opt-in)
     out = {}
     for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain), ("ahead", ahead)):
         monkeypatch.setattr(gpu, "QMV1F_INT8", name != "plain")

@@ -74,10 +74,12 @@ QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", 
 # session 24). NINFER_QMV1F=0 keeps such weights on qmv1 (bf16 products).
 QMV1F: bool = os.environ.get("NINFER_QMV1F", "1").lower() not in ("0", "false", "off", "")
 # ... and of an int8 weight (NINFER_QMV1F_INT8=0: qmv1, fp16 products): a lane's 16 bytes of codes are one IMMA's A
-# fragment after a byte permute a register, the same form and k order as int4's (qgemv.cu FIX8).
+# fragment after a byte permute a register, the same form and k order as int4's (qgemv.cu FIX8). On an H100 the 8B
+# W8A16 decode +1.3 % with an int4 lm_head, +0.6 % with an int8 one (bench/RESULTS.md session 26; not run on the H200).
 QMV1F_INT8: bool = os.environ.get("NINFER_QMV1F_INT8", "1").lower() not in ("0", "false", "off", "")
-# ... and lm_head, the final norm writing the form (NINFER_QMV1F_HEAD=0: lm_head from the bf16 row, qmv1).
-QMV1F_HEAD: bool = os.environ.get("NINFER_QMV1F_HEAD", "1").lower() not in ("0", "false", "off", "")
+# ... and lm_head, the final norm writing the form (NINFER_QMV1F_HEAD=1, opt-in): on an H100 level with lm_head from
+# the bf16 row in 6 of 8 A/B pairs, 0.8-1.4 % slower in 2 (int8 lm_head; bench/RESULTS.md session 26).
+QMV1F_HEAD: bool = os.environ.get("NINFER_QMV1F_HEAD", "0").lower() not in ("0", "false", "off", "")
 # ... and the SwiGLU form of it (qmv1sf) writing its output in that form for the down projection (NINFER_QMV1F_DOWN=1).
 # Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it, more than down's faster products can win (likely the
 # fence and group count at every block's end; not measured apart; bench/RESULTS.md session 24).
@@ -88,7 +90,7 @@ QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0",
 QMV1F_OUT: bool = os.environ.get("NINFER_QMV1F_OUT", "1").lower() not in ("0", "false", "off", "")
 # One token of an int8 weight marked ``l2_ahead`` (a mixer's output projection, after attention or the recurrence:
 # DecoderBlock.plan_fixed) asks L2 for the whole weight before its PDL wait, while the latency-bound op before it runs
-# (qgemv.cu: qmv1's pf). NINFER_QMV_AHEAD=1; off by default until measured.
+# (qgemv.cu: qmv1's pf). NINFER_QMV_AHEAD=1, opt-in: on an H100 the 8B W8A16 decode 1.1 % slower (RESULTS session 26).
 QMV_AHEAD: bool = os.environ.get("NINFER_QMV_AHEAD", "0").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
