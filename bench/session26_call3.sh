@@ -6,7 +6,7 @@ source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s26/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
-timeout 100 python -m pytest -q tests/gpu/test_quant_kernels.py -k "fixed_point or int8_model" -p no:cacheprovider -x > $OUT/tests.txt 2>&1; echo tests rc $?
+timeout 80 python -m pytest -q tests/gpu/test_quant_kernels.py -k "fixed_point_burst_kernel or int8_model" -p no:cacheprovider -x > $OUT/tests.txt 2>&1; echo tests rc $?
 grep -E "passed|failed|Error|assert" $OUT/tests.txt | tail -8 | cut -c1-300
 D="default (per tile 1..8 tokens, split 9..16)"; F="int8 one token in fp16 (qmv1, NINFER_QMV1F_INT8=0, before session 26)"
 B8="int8 fixed point, bursts of 8 chunks at 80 registers (QMV_FIX8_BURST=8)"; P2="int8 fixed point, the next 2 bursts into L2 before the PDL wait (QMV_PREPF8=2)"
