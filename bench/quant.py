@@ -148,10 +148,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 26: an int8 output projection asks L2 for all of its weight before its PDL wait (NINFER_QMV_AHEAD=1)
     "int8 o into L2 during attention (NINFER_QMV_AHEAD=1)": dict(split=(16,), qmv_ahead=True),
     "lm_head from the final norm's form (NINFER_QMV1F_HEAD=1)": dict(split=(16,), qmv1f_head=True),
-    "int8 fixed point, bursts of 8 chunks at 80 registers (QMV_FIX8_BURST=8)": dict(
-        split=(16,), extra=("-DQMV_FIX8_BURST=8", "-DQMV_MAXREGF8=80")),
-    "int8 fixed point, the next 2 bursts into L2 before the PDL wait (QMV_PREPF8=2)": dict(
-        split=(16,), extra=("-DQMV_PREPF8=2",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
