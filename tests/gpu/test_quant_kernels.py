@@ -934,6 +934,14 @@ def test_norm_writes_the_fixed_point_form(dtype, zc, H):
     assert fixed.attached(y2) is None
 
 
+def _greedy_logits(runner, ids, steps=6):
+    """The prompt's logits, then each of ``steps`` greedy decode steps' (float32, stacked)."""
+    logits = [runner.prefill(ids)]
+    for _ in range(steps):
+        logits.append(runner.decode(int(logits[-1].argmax())))
+    return torch.stack([lg.float().flatten() for lg in logits])
+
+
 def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
     """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers), int4 g128: every decode step's
     norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it, down takes the
@@ -955,10 +963,7 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
     for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain)):
         monkeypatch.setattr(gpu, "QMV1F", name != "plain")
         served.clear()
-        logits = [r.prefill(ids)]
-        for _ in range(6):
-            logits.append(r.decode(int(logits[-1].argmax())))
-        out[name] = torch.stack([lg.float().flatten() for lg in logits])
+        out[name] = _greedy_logits(r, ids)
         if name == "eager":
             # gate_up and down x 4; layers 1-3's mixer input (layer 0's norm has no add); the mixers' output
             # projections x 4 (out_proj from the recurrence, o from the attention output gate)
@@ -993,10 +998,7 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
         monkeypatch.setattr(gpu, "QMV1F_INT8", name != "plain")
         monkeypatch.setattr(gpu, "QMV_AHEAD", name == "ahead")
         served.clear()
-        logits = [r.prefill(ids)]
-        for _ in range(6):
-            logits.append(r.decode(int(logits[-1].argmax())))
-        out[name] = torch.stack([lg.float().flatten() for lg in logits])
+        out[name] = _greedy_logits(r, ids)
         if name == "eager":
             # gate_up x 2, qkv of layer 1 (layer 0's norm has no add), lm_head
             assert sum(served) == 6 * (2 + 1 + 1), served
