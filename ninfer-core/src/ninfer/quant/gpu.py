@@ -170,8 +170,8 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf") for d in _SUFFIX
-                  for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
+        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf")
+                  for d in _SUFFIX for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
     return names
 
 
