@@ -145,8 +145,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "mixer outputs from the bf16 row (NINFER_QMV1F_OUT=0, session 24's default)": dict(split=(16,), qmv1f_out=False),
     # session 26: one token of int8 in the same fixed-point form on the integer tensor cores (qgemv.cu FIX8; default)
     "int8 one token in fp16 (qmv1, NINFER_QMV1F_INT8=0, before session 26)": dict(split=(16,), qmv1f_int8=False),
-    # session 26: an int8 output projection asks L2 for all of its weight before its PDL wait (NINFER_QMV_AHEAD=1)
-    "int8 o into L2 during attention (NINFER_QMV_AHEAD=1)": dict(split=(16,), qmv_ahead=True),
+    # (session 26's NINFER_QMV_AHEAD, o asking L2 for its whole weight during attention, lost 1.1 %: removed; code in 507e1ec)
     "lm_head from the final norm's form (NINFER_QMV1F_HEAD=1)": dict(split=(16,), qmv1f_head=True),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
@@ -175,7 +174,6 @@ def variant(label: str):
     gpu.QMV1F_DOWN = v.get("qmv1f_down", False)
     gpu.QMV1F_OUT = v.get("qmv1f_out", True)
     gpu.QMV1F_INT8 = v.get("qmv1f_int8", True)
-    gpu.QMV_AHEAD = v.get("qmv_ahead", False)
     gpu.QMV1F_HEAD = v.get("qmv1f_head", False)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)

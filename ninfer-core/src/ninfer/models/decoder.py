@@ -59,9 +59,6 @@ class DecoderBlock:
         self.mlp.fixed = self.post_norm.fixed and serves(self.mlp.down.weight)
         if hasattr(self.mixer, "fixed_out"):
             self.mixer.fixed_out = x.is_cuda and serves_output(self.mixer.output_weight())
-        out_w = self.mixer.output_weight() if hasattr(self.mixer, "output_weight") else None
-        if hasattr(out_w, "l2_ahead"):
-            out_w.l2_ahead = x.is_cuda  # read after a latency-bound op (quant.gpu.QMV_AHEAD)
         self.fixed_planned = True
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:

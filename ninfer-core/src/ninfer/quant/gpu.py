@@ -88,10 +88,6 @@ QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0",
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
 # The 27B W4A16 decode +0.4-0.5 % on an H100 (bench/RESULTS.md session 25; not run on the H200).
 QMV1F_OUT: bool = os.environ.get("NINFER_QMV1F_OUT", "1").lower() not in ("0", "false", "off", "")
-# One token of an int8 weight marked ``l2_ahead`` (a mixer's output projection, after attention or the recurrence:
-# DecoderBlock.plan_fixed) asks L2 for the whole weight before its PDL wait, while the latency-bound op before it runs
-# (qgemv.cu: qmv1's pf). NINFER_QMV_AHEAD=1, opt-in: on an H100 the 8B W8A16 decode 1.1 % slower (RESULTS session 26).
-QMV_AHEAD: bool = os.environ.get("NINFER_QMV_AHEAD", "0").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -554,8 +550,7 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
         if {1: QMV1, 8: QMV8, 16: QMV16}[qw] and BENCH_SOURCE is None and qmv_covers(w, extra):
             name = qmv_kernel_name(x.dtype, w.scales.dtype, w.bits, zp is not None, qw)
             kernel = _module(x.device, extra)[name]
-            pf = 1 << 20 if t == 1 and QMV_AHEAD and w.bits == 8 and getattr(w, "l2_ahead", False) else 0
-            args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + ((pf,) if t == 1 else (t,))
+            args = (w.qweight, sp, zp, x2, bias, y, n, k, w.group_size) + (() if t == 1 else (t,))
             if (n, k, w.bits) not in CONFIG_OVERRIDE:
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
             threads = (QMV_WARPS or warps) * 32

@@ -43,7 +43,6 @@ class QuantWeight:
     mins: torch.Tensor | None = None  # float [N, K/group_size] (u * s + m form)
     perm: torch.Tensor | None = None  # int64 [K] input column order (GPTQ act-order)
     packing: str = "rows"  # "rows": qweight [N, K*bits/8] row-major; "tiles16": see pack_tiles
-    l2_ahead: bool = False  # read after a latency-bound op: one token asks L2 for all of it early (gpu.QMV_AHEAD)
 
     @property
     def layout(self) -> str:

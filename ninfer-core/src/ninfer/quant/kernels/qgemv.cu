@@ -1021,7 +1021,7 @@ template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false,
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
-                                    const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}, int pf = 0) {
+                                    const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}) {
     static_assert(!FIX || (NS == 0 && (BITS == 4 ? QMV_BURST % 2 == 0 : QMV_BURST == 4)),
                   "the fixed-point form: one token, int4 bursts of whole 128-k runs, int8 bursts of one");
     if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX) {
@@ -1091,11 +1091,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         for (int p = 1; p <= QMV_PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
-    // pf (int8, one token, the plain qmv1 entry): the launcher's count of further bursts each warp asks L2 for before
-    // the wait, where the op before is latency-bound (the attention after which o runs: gpu.QMV_AHEAD), not a GEMV.
-    if (ONE && BITS == 8 && lane < 4 * B)
-        for (int p = 1; p <= pf && b + p * warps < nburst; p++)
-            prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
@@ -1449,8 +1444,8 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
 #define QMV1_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                  \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G, int pf) {                                                                             \
-        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, {}, pf);        \
+        int K, int G) {                                                                                     \
+        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
