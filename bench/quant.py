@@ -147,6 +147,15 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "int8 one token in fp16 (qmv1, NINFER_QMV1F_INT8=0, before session 26)": dict(split=(16,), qmv1f_int8=False),
     # (session 26's NINFER_QMV_AHEAD, o asking L2 for its whole weight during attention, lost 1.1 %: removed; code in 507e1ec)
     "lm_head from the final norm's form (NINFER_QMV1F_HEAD=1)": dict(split=(16,), qmv1f_head=True),
+    # session 27: FIX8's loads predicated (no branch in its loop, as int4's since session 24), bursts of 8 chunks (two
+    # 128-k groups) at 80 registers, the next 2 bursts into L2 before the PDL wait; int4 qmv1f in bursts of 8 chunks
+    "int8 fixed point, predicated loads (QMV_FIX8P=1)": dict(split=(16,), extra=("-DQMV_FIX8P=1",)),
+    "int8 fixed point, predicated, bursts of 8 chunks at 80 registers (QMV_FIX8_BURST=8)": dict(
+        split=(16,), extra=("-DQMV_FIX8P=1", "-DQMV_FIX8_BURST=8", "-DQMV_MAXREGF8=80")),
+    "int8 fixed point, predicated, the next 2 bursts into L2 before the PDL wait (QMV_PREPF8=2)": dict(
+        split=(16,), extra=("-DQMV_FIX8P=1", "-DQMV_PREPF8=2")),
+    "int4 fixed point in bursts of 8 chunks at 96 registers (QMV_FIX4_BURST=8)": dict(
+        split=(16,), extra=("-DQMV_FIX4_BURST=8", "-DQMV_MAXREGF4=96")),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),

@@ -395,9 +395,17 @@ def _fixed_form(x: torch.Tensor, w: QuantWeight):
     permutation; else None."""
     f = fixed.attached(x) if QMV1F else None
     if (f is None or not (w.bits == 4 or w.bits == 8 and QMV1F_INT8) or w.packing != "tiles16" or w.perm is not None
-            or w.group_size % fixed.GROUP or f[0].shape != (2, w.in_features) or f[0].device != x.device):
+            or w.group_size % fixed.GROUP or f[0].shape != (2, w.in_features) or f[0].device != x.device
+            or w.in_features % (tile_chunk(w.bits) * _fixed_burst(w.bits, BENCH_EXTRA))):
         return None
     return f[0], f[1]
+
+
+def _fixed_burst(bits: int, extra: tuple[str, ...]) -> int:
+    """Chunks a burst of the fixed-point kernels (qmv1f*) for ``bits`` in a build with the -D options ``extra``
+    (-DQMV_FIX4_BURST / -DQMV_FIX8_BURST, bench variants; else QMV_BURST's)."""
+    name = f"-DQMV_FIX{bits}_BURST="
+    return next((int(o.split("=")[1]) for o in extra if o.startswith(name)), QMV_BURST)
 
 
 def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):

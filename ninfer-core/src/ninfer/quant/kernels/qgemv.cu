@@ -802,6 +802,12 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_MAXREG8
 #define QMV_MAXREG8 64
 #endif
+#ifndef QMV_MAXREGF4  // the fixed-point entry points (qmv1f*), by bits (bench variants; default as qmv1's)
+#define QMV_MAXREGF4 QMV_MAXREG4
+#endif
+#ifndef QMV_MAXREGF8
+#define QMV_MAXREGF8 QMV_MAXREG8
+#endif
 #ifndef QMV_MAXREG16  // the 16-token form (both widths; off by default: slower than qmsk at 16 tokens, RESULTS)
 #define QMV_MAXREG16 128
 #endif
@@ -811,6 +817,19 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PREPF  // int4, one token: before its PDL wait each warp asks L2 for its next QMV_PREPF bursts as well, while
 #define QMV_PREPF 2  // the kernel before still runs. On an H100 the 27B W4A16 decode +0.8-1.8 % at 2, -3 to -4 % at 4;
 #endif               // int8 (the 8B W8A16) -5 % at 2, so int8 never (bench/RESULTS.md session 25; not run on the H200)
+#ifndef QMV_PREPF8  // int8 one token on the integer tensor cores (FIX8): QMV_PREPF's count for it (bench variants)
+#define QMV_PREPF8 0
+#endif
+#ifndef QMV_FIX8P  // 1: FIX8's burst loads predicated, no branch in its loop (bench variant)
+#define QMV_FIX8P 0
+#endif
+#ifndef QMV_FIX4_BURST  // int4 one token on the integer tensor cores (qmv1f*): chunks a burst (bench variants; even)
+#define QMV_FIX4_BURST QMV_BURST
+#endif
+#ifndef QMV_FIX8_BURST  // int8 one token on the integer tensor cores (FIX8): chunks a burst, a multiple of 4 (bench;
+                        // K then a multiple of 32 x it)
+#define QMV_FIX8_BURST 4
+#endif
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
 #endif
@@ -1022,13 +1041,13 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
                                     const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}) {
-    static_assert(!FIX || (NS == 0 && (BITS == 4 ? QMV_BURST % 2 == 0 : QMV_BURST == 4)),
-                  "the fixed-point form: one token, int4 bursts of whole 128-k runs, int8 bursts of one");
+    static_assert(!FIX || (NS == 0 && (BITS == 4 ? QMV_FIX4_BURST % 2 == 0 : QMV_FIX8_BURST % 4 == 0)),
+                  "the fixed-point form: one token, bursts of whole 128-k runs");
     if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX) {
         qmvp<T, ST, ZP, SILU, Epi>(Wp, Sp, Zp, x, bias, y, N, K, G, epi);
         return;
     }
-    constexpr int B = QMV_BURST;
+    constexpr int B = !FIX ? QMV_BURST : BITS == 8 ? QMV_FIX8_BURST : QMV_FIX4_BURST;
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
     constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
@@ -1086,9 +1105,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
     if (b < nburst) fetch(wb, b);
-    if (QMV_PREPF > 0 && ONE && BITS == 4 && lane < 4 * B) {  // 4 B lines of 128 bytes a burst
+    constexpr int PREPF = FIX && BITS == 8 ? QMV_PREPF8 : BITS == 4 ? QMV_PREPF : 0;
+    if (PREPF > 0 && ONE && lane < 4 * B) {  // 4 B lines of 128 bytes a burst
 #pragma unroll
-        for (int p = 1; p <= QMV_PREPF; p++)
+        for (int p = 1; p <= PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
     pdl_stream_enter();
@@ -1191,38 +1211,48 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         // register puts them in the order the int4 form's k_order gives the token's bytes, (0, 2, 1, 3) a word:
         // the norms' form serves int8 weights unchanged, and a chunk is one IMMA with no dequantisation at all
         // (against qmv1's 8 PRMT, 8 fp16 subtractions, 2 HMMA and the activations' bf16 -> fp16 conversion).
+        constexpr int GB = B / 4;  // 128-k groups a burst
         acc[0][0] = acc[0][2] = 0.f;
         const uint4 *xb = fx.xq + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
-        const int2 *gb = fx.xg + warp;
-        for (; b < nburst; b += warps, wb += wstep, xb += warps * (B / 2) * 4, gb += warps) {
-            if (b != warp) {
+        const int2 *gb = fx.xg + warp * GB;
+        for (; b < nburst; b += warps, wb += wstep, xb += warps * (B / 2) * 4, gb += warps * GB) {
+            if (QMV_FIX8P || b != warp) {  // QMV_FIX8P: every load predicated, no branch (as int4's QMV_FIXFETCH)
+                const bool p = b != warp;
 #pragma unroll
-                for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, true);
-                const int gi = (b * B) >> lg;
-                qm_load_s(sv[0], St + gi * 8, true);
-                if (ZP) qm_load_z(zv[0], Zt + gi * 8, true);
+                for (int u = 0; u < B; u++) qm_load_w(wv[u], wb + u * 32, p);
+#pragma unroll
+                for (int q = 0; q < GB; q++) {
+                    const int gi = (b * B + 4 * q) >> lg;
+                    qm_load_s(sv[4 * q], St + gi * 8, p);
+                    if (ZP) qm_load_z(zv[4 * q], Zt + gi * 8, p);
+                }
             }
             uint4 wc[B];
+            unsigned sc[GB], zc[GB];
 #pragma unroll
             for (int u = 0; u < B; u++) wc[u] = wv[u];
-            const unsigned sc0 = sv[0], zc0 = zv[0];
-            int d[4] = {0, 0, 0, 0};
 #pragma unroll
-            for (int h = 0; h < B / 2; h++) {  // 64 k: chunks 2h (the form's words 0, 1), 2h + 1 (words 2, 3)
-                uint4 xv;
-                qm_load_x(xv, xb + h * 4, true);
-                const uint4 w0 = wc[2 * h], w1 = wc[2 * h + 1];
-                qm_imma(d, __byte_perm(w0.x, w0.y, 0x5140), __byte_perm(w0.x, w0.y, 0x7362),
-                        __byte_perm(w0.z, w0.w, 0x5140), __byte_perm(w0.z, w0.w, 0x7362), xv.x, xv.y);
-                qm_imma(d, __byte_perm(w1.x, w1.y, 0x5140), __byte_perm(w1.x, w1.y, 0x7362),
-                        __byte_perm(w1.z, w1.w, 0x5140), __byte_perm(w1.z, w1.w, 0x7362), xv.z, xv.w);
+            for (int q = 0; q < GB; q++) sc[q] = sv[4 * q], zc[q] = zv[4 * q];
+#pragma unroll
+            for (int q = 0; q < GB; q++) {
+                int d[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int h = 2 * q; h < 2 * q + 2; h++) {  // 64 k: chunks 2h (the form's words 0, 1), 2h + 1 (2, 3)
+                    uint4 xv;
+                    qm_load_x(xv, xb + h * 4, true);
+                    const uint4 w0 = wc[2 * h], w1 = wc[2 * h + 1];
+                    qm_imma(d, __byte_perm(w0.x, w0.y, 0x5140), __byte_perm(w0.x, w0.y, 0x7362),
+                            __byte_perm(w0.z, w0.w, 0x5140), __byte_perm(w0.z, w0.w, 0x7362), xv.x, xv.y);
+                    qm_imma(d, __byte_perm(w1.x, w1.y, 0x5140), __byte_perm(w1.x, w1.y, 0x7362),
+                            __byte_perm(w1.z, w1.w, 0x5140), __byte_perm(w1.z, w1.w, 0x7362), xv.z, xv.w);
+                }
+                const int2 gx = __ldg(gb + q);
+                const float sx = __int_as_float(gx.x);
+                const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
+                const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
+                acc[0][0] = fmaf(qm_scale(sc[q] & 0xFFFFu, (const ST *)nullptr) * sx, (float)v0, acc[0][0]);
+                acc[0][2] = fmaf(qm_scale_hi(sc[q], (const ST *)nullptr) * sx, (float)v2, acc[0][2]);
             }
-            const int2 gx = __ldg(gb);
-            const float sx = __int_as_float(gx.x);
-            const int v0 = d[0] * 256 + d[1] - (int)(zc0 & 0xFFu) * gx.y;
-            const int v2 = d[2] * 256 + d[3] - (int)((zc0 >> 8) & 0xFFu) * gx.y;
-            acc[0][0] = fmaf(qm_scale(sc0 & 0xFFFFu, (const ST *)nullptr) * sx, (float)v0, acc[0][0]);
-            acc[0][2] = fmaf(qm_scale_hi(sc0, (const ST *)nullptr) * sx, (float)v2, acc[0][2]);
         }
     } else if constexpr (FIX) {
         acc[0][0] = acc[0][2] = 0.f;
@@ -1460,21 +1490,21 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
 // qmv1f*: the int4 and int8 one-token forms (plain, SwiGLU, Gated DeltaNet input) with the token in fixed point (FIX
 // above).
 #define QMV1F_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                    \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1f_##S##_s##SS##_b##B##_##ZN(                         \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1f_##S##_s##SS##_b##B##_##ZN(                         \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
         const T *b, T *y, int N, int K, int G) {                                                            \
         ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
                                                                     ninfer::QmvStore<T>{y, N},               \
                                                                     ninfer::QmvFixed{xq, xg});              \
     }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
         int N, int K, int G, unsigned char *oq, int2 *og, int *ocnt) {                                      \
         ninfer::qmv<T, ST, B, Z, 0, true, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, \
                                                                    1, ninfer::QmvStore<T>{y, N},             \
                                                                    ninfer::QmvFixed{xq, xg, oq, og, ocnt}); \
     }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1gf_##S##_s##SS##_b##B##_##ZN(                        \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1gf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
         int N, int K, int G, const T *conv_w, float *conv_state, const float *A_log, const float *dt_bias,    \
         float *g, T *beta, int conv_dim, int z_dim, int nh) {                                               \
