@@ -800,6 +800,51 @@ def test_fixed_point_burst_kernel_matches_float32(dtype, tol, scale_dtype, group
         assert served == [True, False, False] and torch.equal(y3, y2)
 
 
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("group,sym", [(128, True), (128, False), (512, False)])
+@pytest.mark.parametrize("n,k", [(4096, 4096), (1000, 1024), (5120, 17408), (4096, 12288)])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_fixed_point_made_from_the_row_matches_float32(dtype, tol, group, sym, n, k, bits, monkeypatch):
+    """qmv1x (NINFER_QMV1X=1): one token with no form attached, each warp making the fixed-point form of its bursts
+    from the row: against x @ dequant(W)^T in float32 and within float rounding of the reference form's own product
+    (ninfer.quant.fixed, which divides where the kernel multiplies by the reciprocal); bias added; a zero group and
+    outliers; outputs poisoned. The kernel launched is qmv1x, and with NINFER_QMV1X=0 the same call takes qmv1."""
+    from ninfer.quant import fixed, gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, torch.float16, n + k + bits))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    x[0, ::97] *= 30
+    x[0, 128:256] = 0  # a group of zeros: sx 1, q 0
+    bias = torch.randn(n, device="cuda").to(dtype)
+    launched, real = [], gpu._module
+
+    def spy(device, extra=(), source=None):
+        mod = real(device, extra, source)
+
+        class Names:
+            def __getitem__(self, name):
+                launched.append(name[:5])
+                return mod[name]
+        return Names()
+
+    monkeypatch.setattr(gpu, "_module", spy)
+    monkeypatch.setattr(gpu, "QMV1X", True)
+    _poison()
+    y = gpu.quant_linear(x, q, bias).float().flatten()
+    assert launched[-1] == "qmv1x" and "qmv1f" not in launched
+    W = dequantize(q).double()
+    want = (x.double() @ W.t()).flatten() + bias.double()
+    exact = (fixed.dequantize(*fixed.fixed_point(x.flatten())).double() @ W.t()).flatten() + bias.double()
+    err = (y.double() - want).norm() / want.norm()
+    assert err < tol, f"relative L2 error {err:.2e}"
+    assert ((y.double() - exact).abs() <= exact.abs() * 2 ** -7 + 1e-3 * exact.abs().max()).all()
+    monkeypatch.setattr(gpu, "QMV1X", False)
+    launched.clear()
+    y2 = gpu.quant_linear(x, q, bias).float().flatten()
+    assert launched[-1] == "qmv1_" and ((y2 - y).norm() / y.norm()) < tol
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("group,sym", [(128, True), (256, False)])

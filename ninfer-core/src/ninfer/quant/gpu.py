@@ -84,6 +84,9 @@ QMV1F_HEAD: bool = os.environ.get("NINFER_QMV1F_HEAD", "0").lower() not in ("0",
 # Opt-in: on the H100 the 27B W4A16 decode lost 2-3 % with it, more than down's faster products can win (likely the
 # fence and group count at every block's end; not measured apart; bench/RESULTS.md session 24).
 QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0", "false", "off", "")
+# ... and one token whose row has no form (down, the 8B's attention o, lm_head): each warp makes the form of the
+# bursts it multiplies from the bf16 / fp16 row itself (qmv1x, NINFER_QMV1X=1; opt-in, bench/RESULTS.md session 27).
+QMV1X: bool = os.environ.get("NINFER_QMV1X", "0").lower() not in ("0", "false", "off", "")
 # ... and the mixers' output projections (GDN out_proj, attention o) on qmv1f too: the op before each (the recurrence's
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
 # The 27B W4A16 decode +0.4-0.5 % on an H100 (bench/RESULTS.md session 25; not run on the H200).
@@ -166,7 +169,8 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf")
+        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf",
+                                                                       "qmv1x")
                   for d in _SUFFIX for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
     return names
 
@@ -394,11 +398,17 @@ def _fixed_form(x: torch.Tensor, w: QuantWeight):
     since), an int4 (or, unless NINFER_QMV1F_INT8=0, int8) tiled weight with groups of whole 128-k runs and no column
     permutation; else None."""
     f = fixed.attached(x) if QMV1F else None
-    if (f is None or not (w.bits == 4 or w.bits == 8 and QMV1F_INT8) or w.packing != "tiles16" or w.perm is not None
-            or w.group_size % fixed.GROUP or f[0].shape != (2, w.in_features) or f[0].device != x.device
-            or w.in_features % (tile_chunk(w.bits) * _fixed_burst(w.bits, BENCH_EXTRA))):
+    if f is None or not _fixed_weight(w) or f[0].shape != (2, w.in_features) or f[0].device != x.device:
         return None
     return f[0], f[1]
+
+
+def _fixed_weight(w: QuantWeight) -> bool:
+    """Whether the fixed-point kernels (qmv1f*, qmv1x) serve w: int4, or int8 unless NINFER_QMV1F_INT8=0, tiled, no
+    column permutation, groups of whole 128-k runs, K a whole number of their bursts."""
+    return ((w.bits == 4 or w.bits == 8 and QMV1F_INT8) and w.packing == "tiles16" and w.perm is None
+            and w.group_size % fixed.GROUP == 0
+            and w.in_features % (tile_chunk(w.bits) * _fixed_burst(w.bits, BENCH_EXTRA)) == 0)
 
 
 def _fixed_burst(bits: int, extra: tuple[str, ...]) -> int:
@@ -566,6 +576,9 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             if fx is not None:  # the same warps a tile as qmv1 (and its SwiGLU / Gated DeltaNet forms)
                 _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
                                                              bias, y, n, k, w.group_size)
+                return y.view(*x.shape[:-1], n)
+            if t == 1 and QMV1X and _fixed_weight(w):  # the form made per burst from the row itself
+                _module(x.device, extra)["qmv1x" + name[4:]]((tiles,), (threads,), *args)
                 return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
             kernel((grid,), (threads,), *args, smem=smem)

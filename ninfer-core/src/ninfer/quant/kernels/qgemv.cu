@@ -820,8 +820,8 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PREPF8  // int8 one token on the integer tensor cores (FIX8): QMV_PREPF's count for it (bench variants)
 #define QMV_PREPF8 0
 #endif
-#ifndef QMV_FIX8P  // 1: FIX8's burst loads predicated, no branch in its loop (bench variant)
-#define QMV_FIX8P 0
+#ifndef QMV_FIX8P  // 1 (default): FIX8's burst loads predicated, no branch in its loop, as int4's (QMV_FIXFETCH). On an
+#define QMV_FIX8P 1  // H100 the 8B W8A16 decode +0.1-0.4 % in 4 of 4 A/B pairs (bench/RESULTS.md session 27); 0: a branch
 #endif
 #ifndef QMV_FIX4_BURST  // int4 one token on the integer tensor cores (qmv1f*): chunks a burst (bench variants; even)
 #define QMV_FIX4_BURST QMV_BURST
@@ -1035,8 +1035,57 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// FROMX (qmv1x*): one token from its 16-bit float row, the fixed-point form made per burst by the warp that uses it,
+// so a GEMV whose input no norm writes (down, o) still multiplies on the integer tensor cores. The burst's KB values
+// (256 int4, 128 int8), VPL a lane, become the form's bytes of ninfer.quant.fixed (hi, lo planes in k_order, KB / 4
+// words each) in ``buf``; sx and the sum of q of the lane's 128-k group come back in every lane of it. q = rint(x / sx)
+// through x * (1 / sx) + 1.5 2^23 + 128, whose low 16 bits are q + 128: hi is its byte 1, lo its byte 0 ^ 0x80.
+template <typename T, int KB>
+__device__ __forceinline__ void qmx_form(const T *__restrict__ xk, unsigned *buf, int lane, float &sx, int &qs) {
+    constexpr int VPL = KB / 32, LPG = 128 / VPL;  // values a lane; lanes a 128-k group
+    static_assert(VPL == 8 || VPL == 4, "bursts of 256 or 128 k");
+    float v[VPL];
+    if constexpr (VPL == 8) {
+        const uint4 r = __ldg(reinterpret_cast<const uint4 *>(xk) + lane);
+        const T *e = reinterpret_cast<const T *>(&r);
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = to_f(e[j]);
+    } else {
+        const uint2 r = __ldg(reinterpret_cast<const uint2 *>(xk) + lane);
+        const T *e = reinterpret_cast<const T *>(&r);
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[j] = to_f(e[j]);
+    }
+    float m = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) m = fmaxf(m, fabsf(v[j]));
+#pragma unroll
+    for (int o = LPG / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(~0u, m, o));
+    sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
+    const float inv = __frcp_rn(sx);
+    unsigned bits[VPL], sum = 0u;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        bits[j] = __float_as_uint(fmaf(v[j], inv, 12583040.f));
+        sum += bits[j];
+    }
+    int q = (int)(sum - (unsigned)VPL * 0x4B400080u);
+#pragma unroll
+    for (int o = LPG / 2; o > 0; o >>= 1) q += __shfl_xor_sync(~0u, q, o);
+    qs = q;
+#pragma unroll
+    for (int w = 0; w < VPL / 4; w++) {  // k 4 w' .. 4 w' + 3 (w' = VPL / 4 lane + w): one word a plane
+        const unsigned a = __byte_perm(bits[4 * w], bits[4 * w + 1], 0x5410);
+        const unsigned c = __byte_perm(bits[4 * w + 2], bits[4 * w + 3], 0x5410);
+        const int k4 = VPL * lane + 4 * w, r = k4 & 63;
+        const int off = ((k4 >> 6) * 4 + ((r & 31) >> 3)) * 4 + 2 * (r >> 5) + ((r >> 2) & 1);
+        buf[off] = __byte_perm(a, c, 0x7351);
+        buf[KB / 4 + off] = __byte_perm(a, c, 0x6240) ^ 0x80808080u;
+    }
+}
+
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false>
+          bool FIX = false, bool FROMX = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
@@ -1213,9 +1262,18 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         // (against qmv1's 8 PRMT, 8 fp16 subtractions, 2 HMMA and the activations' bf16 -> fp16 conversion).
         constexpr int GB = B / 4;  // 128-k groups a burst
         acc[0][0] = acc[0][2] = 0.f;
-        const uint4 *xb = fx.xq + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
-        const int2 *gb = fx.xg + warp * GB;
-        for (; b < nburst; b += warps, wb += wstep, xb += warps * (B / 2) * 4, gb += warps * GB) {
+        const uint4 *xb = FROMX ? nullptr : fx.xq + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
+        const int2 *gb = FROMX ? nullptr : fx.xg + warp * GB;
+        __shared__ __align__(16) unsigned xs8[FROMX ? QM_MAX_WARPS : 1][2][FROMX ? B * 16 : 1];  // 2 bursts' forms
+        int par = 0;
+        for (; b < nburst; b += warps, wb += wstep, xb += warps * (B / 2) * 4, gb += warps * GB, par ^= 1) {
+            float rsx = 0.f;
+            int rqs = 0;
+            const uint4 *xf = reinterpret_cast<const uint4 *>(xs8[FROMX ? threadIdx.x / 32 : 0][par]) + (g & 1) * (B / 2) * 4 + t;
+            if constexpr (FROMX) {
+                qmx_form<T, B * 32>(x + (i64)b * B * 32, xs8[threadIdx.x / 32][par], lane, rsx, rqs);
+                __syncwarp();
+            }
             if (QMV_FIX8P || b != warp) {  // QMV_FIX8P: every load predicated, no branch (as int4's QMV_FIXFETCH)
                 const bool p = b != warp;
 #pragma unroll
@@ -1239,14 +1297,17 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
                 for (int h = 2 * q; h < 2 * q + 2; h++) {  // 64 k: chunks 2h (the form's words 0, 1), 2h + 1 (2, 3)
                     uint4 xv;
-                    qm_load_x(xv, xb + h * 4, true);
+                    if (FROMX) xv = xf[h * 4];
+                    else qm_load_x(xv, xb + h * 4, true);
                     const uint4 w0 = wc[2 * h], w1 = wc[2 * h + 1];
                     qm_imma(d, __byte_perm(w0.x, w0.y, 0x5140), __byte_perm(w0.x, w0.y, 0x7362),
                             __byte_perm(w0.z, w0.w, 0x5140), __byte_perm(w0.z, w0.w, 0x7362), xv.x, xv.y);
                     qm_imma(d, __byte_perm(w1.x, w1.y, 0x5140), __byte_perm(w1.x, w1.y, 0x7362),
                             __byte_perm(w1.z, w1.w, 0x5140), __byte_perm(w1.z, w1.w, 0x7362), xv.z, xv.w);
                 }
-                const int2 gx = __ldg(gb + q);
+                const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * (128 / B))),
+                                                  __shfl_sync(~0u, rqs, q * (128 / B)))
+                                      : __ldg(gb + q);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
                 const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
@@ -1257,9 +1318,18 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     } else if constexpr (FIX) {
         acc[0][0] = acc[0][2] = 0.f;
         // this warp's activations and groups, stepped with its bursts: hi for even g (B's even columns), lo for odd
-        const uint4 *xb = fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
-        const int2 *gb = fx.xg + warp * (B / 2);
-        for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2)) {
+        const uint4 *xb = FROMX ? nullptr : fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
+        const int2 *gb = FROMX ? nullptr : fx.xg + warp * (B / 2);
+        __shared__ __align__(16) unsigned xs4[FROMX ? QM_MAX_WARPS : 1][2][FROMX ? B * 32 : 1];  // 2 bursts' forms
+        int par = 0;
+        for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2), par ^= 1) {
+            float rsx = 0.f;
+            int rqs = 0;
+            const uint4 *xf = reinterpret_cast<const uint4 *>(xs4[FROMX ? threadIdx.x / 32 : 0][par]) + (g & 1) * B * 4 + t;
+            if constexpr (FROMX) {
+                qmx_form<T, B * 64>(x + (i64)b * B * 64, xs4[threadIdx.x / 32][par], lane, rsx, rqs);
+                __syncwarp();
+            }
             if (QMV_FIXFETCH && QMV_DIAG != 3) {  // the scales (zero points) of runs 2q only, no branch
                 const bool p = b != warp;
 #pragma unroll
@@ -1284,13 +1354,15 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
                 for (int u = q; u < q + 2; u++) {
                     uint4 xv;
-                    qm_load_x(xv, xb + u * 4, true);
+                    if (FROMX) xv = xf[u * 4];
+                    else qm_load_x(xv, xb + u * 4, true);
                     const unsigned m = 0x0F0F0F0Fu;
                     const uint4 w = wc[u];
                     qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
                     qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
                 }
-                const int2 gx = __ldg(gb + q / 2);
+                const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * 8)), __shfl_sync(~0u, rqs, q * 8))
+                                      : __ldg(gb + q / 2);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
                 const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
@@ -1496,6 +1568,13 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
                                                                     ninfer::QmvStore<T>{y, N},               \
                                                                     ninfer::QmvFixed{xq, xg});              \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1x_##S##_s##SS##_b##B##_##ZN(                         \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G) {                                                                                     \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1,    \
+                                                                          ninfer::QmvStore<T>{y, N},         \
+                                                                          ninfer::QmvFixed{nullptr, nullptr}); \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
