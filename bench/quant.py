@@ -152,7 +152,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # qmv1f in bursts of 8 chunks; qmv1x (the form made per burst from the row where no op writes it)
     "int8 fixed point, a branch around the burst loads (QMV_FIX8P=0, before session 27)": dict(
         split=(16,), extra=("-DQMV_FIX8P=0",)),
-    "one token without a form makes it from the row (qmv1x, NINFER_QMV1X=1)": dict(split=(16,), qmv1x=True),
+    "one token without a form makes it from the row (qmv1x, NINFER_QMV1X=1)": dict(split=(16,), qmv1x={4, 8}),
+    "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
     "int8 fixed point, predicated, bursts of 8 chunks at 80 registers (QMV_FIX8_BURST=8)": dict(
         split=(16,), extra=("-DQMV_FIX8P=1", "-DQMV_FIX8_BURST=8", "-DQMV_MAXREGF8=80")),
     "int8 fixed point, predicated, the next 2 bursts into L2 before the PDL wait (QMV_PREPF8=2)": dict(
@@ -187,7 +188,7 @@ def variant(label: str):
     gpu.QMV1F_OUT = v.get("qmv1f_out", True)
     gpu.QMV1F_INT8 = v.get("qmv1f_int8", True)
     gpu.QMV1F_HEAD = v.get("qmv1f_head", False)
-    gpu.QMV1X = v.get("qmv1x", False)
+    gpu.QMV1X = set(v.get("qmv1x", {4}))
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

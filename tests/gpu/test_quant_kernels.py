@@ -800,23 +800,10 @@ def test_fixed_point_burst_kernel_matches_float32(dtype, tol, scale_dtype, group
         assert served == [True, False, False] and torch.equal(y3, y2)
 
 
-@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
-@pytest.mark.parametrize("group,sym", [(128, True), (128, False), (512, False)])
-@pytest.mark.parametrize("n,k", [(4096, 4096), (1000, 1024), (5120, 17408), (4096, 12288)])
-@pytest.mark.parametrize("bits", [4, 8])
-def test_fixed_point_made_from_the_row_matches_float32(dtype, tol, group, sym, n, k, bits, monkeypatch):
-    """qmv1x (NINFER_QMV1X=1): one token with no form attached, each warp making the fixed-point form of its bursts
-    from the row: against x @ dequant(W)^T in float32 and within float rounding of the reference form's own product
-    (ninfer.quant.fixed, which divides where the kernel multiplies by the reciprocal); bias added; a zero group and
-    outliers; outputs poisoned. The kernel launched is qmv1x, and with NINFER_QMV1X=0 the same call takes qmv1."""
-    from ninfer.quant import fixed, gpu
-    from ninfer.quant.layout import dequantize
+def _spy_launches(monkeypatch):
+    """The quantised GEMV kernels quant_linear looks up, by the first 5 letters of their names (qmv1_, qmv1x, ...)."""
+    from ninfer.quant import gpu
 
-    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, torch.float16, n + k + bits))
-    x = torch.randn(1, k, device="cuda").to(dtype)
-    x[0, ::97] *= 30
-    x[0, 128:256] = 0  # a group of zeros: sx 1, q 0
-    bias = torch.randn(n, device="cuda").to(dtype)
     launched, real = [], gpu._module
 
     def spy(device, extra=(), source=None):
@@ -829,7 +816,28 @@ def test_fixed_point_made_from_the_row_matches_float32(dtype, tol, group, sym, n
         return Names()
 
     monkeypatch.setattr(gpu, "_module", spy)
-    monkeypatch.setattr(gpu, "QMV1X", True)
+    return launched
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 1e-3), (torch.bfloat16, 1e-2)])
+@pytest.mark.parametrize("group,sym", [(128, True), (128, False), (512, False)])
+@pytest.mark.parametrize("n,k", [(4096, 4096), (1000, 1024), (5120, 17408), (4096, 12288)])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_fixed_point_made_from_the_row_matches_float32(dtype, tol, group, sym, n, k, bits, monkeypatch):
+    """qmv1x (NINFER_QMV1X, int4 by default): one token with no form attached, each warp making the fixed-point form of its bursts
+    from the row: against x @ dequant(W)^T in float32 and within float rounding of the reference form's own product
+    (ninfer.quant.fixed, which divides where the kernel multiplies by the reciprocal); bias added; a zero group and
+    outliers; outputs poisoned. The kernel launched is qmv1x, and with NINFER_QMV1X=0 the same call takes qmv1."""
+    from ninfer.quant import fixed, gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, torch.float16, n + k + bits))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    x[0, ::97] *= 30
+    x[0, 128:256] = 0  # a group of zeros: sx 1, q 0
+    bias = torch.randn(n, device="cuda").to(dtype)
+    launched = _spy_launches(monkeypatch)
+    monkeypatch.setattr(gpu, "QMV1X", {4, 8})
     _poison()
     y = gpu.quant_linear(x, q, bias).float().flatten()
     assert launched[-1] == "qmv1x" and "qmv1f" not in launched
@@ -839,7 +847,7 @@ def test_fixed_point_made_from_the_row_matches_float32(dtype, tol, group, sym, n
     err = (y.double() - want).norm() / want.norm()
     assert err < tol, f"relative L2 error {err:.2e}"
     assert ((y.double() - exact).abs() <= exact.abs() * 2 ** -7 + 1e-3 * exact.abs().max()).all()
-    monkeypatch.setattr(gpu, "QMV1X", False)
+    monkeypatch.setattr(gpu, "QMV1X", set())
     launched.clear()
     y2 = gpu.quant_linear(x, q, bias).float().flatten()
     assert launched[-1] == "qmv1_" and ((y2 - y).norm() / y.norm()) < tol
@@ -988,43 +996,51 @@ def _greedy_logits(runner, ids, steps=6):
 
 
 def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
-    """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers), int4 g128: every decode step's
-    norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it, down takes the
-    SwiGLU GEMV's, GDN out_proj the recurrence's and attention o the output gate's; greedy tokens as with
-    it off (NINFER_QMV1F=0's path), logits within bf16 rounding of them; CUDA graph replay gives the eager logits."""
+    """A Qwen3.5-27B-shaped random model (3 Gated DeltaNet + 1 attention layers), int4 g128 with an int4 lm_head:
+    every decode step's norms attach the fixed-point form and the GDN input, attention qkv and gate_up GEMVs take it,
+    GDN out_proj the recurrence's and attention o the output gate's, down and lm_head make it from their rows (qmv1x,
+    the default); with NINFER_QMV1F_DOWN=1 down takes the SwiGLU GEMV's instead. Greedy tokens as with the forms off
+    (NINFER_QMV1F=0: qmv1 everywhere), logits within bf16 rounding of them; CUDA graph replay gives the eager logits."""
     import random_model as rm
     from quant import quant_model
 
     from ninfer.quant import gpu
 
-    graphed, weights = quant_model("qwen3.5-27b", 4, 4)
+    graphed, weights = quant_model("qwen3.5-27b", 4, 4, lm_head_bits=4)
     eager, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
-    plain, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
-    eager.graphs = plain.graphs = None
+    eager.graphs = None
     ids = torch.randint(0, graphed.cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(7)).tolist()
     served = _spy_fixed(monkeypatch)
-    monkeypatch.setattr(gpu, "QMV1F_DOWN", True)  # down's form as well (opt-in)
+    launched = _spy_launches(monkeypatch)
     out = {}
-    for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain)):
-        monkeypatch.setattr(gpu, "QMV1F", name != "plain")
+    # each eager run: (forms taken, qmv1x launches) in its 6 decode steps and the prompt's last token. A step's forms:
+    # gate_up x 4, layers 1-3's mixer input (layer 0's norm has no add), the mixers' output projections x 4, and down
+    # x 4 with NINFER_QMV1F_DOWN=1; qmv1x: down x 4 without it, and lm_head (the prompt's last token's too)
+    for name, r, qmv1f, down, want in (("graphed", graphed, True, False, None),
+                                       ("eager", eager, True, False, (6 * 11, 6 * 5 + 1)),
+                                       ("down form", eager, True, True, (6 * 15, 6 * 1 + 1)),
+                                       ("plain", eager, False, False, (0, 0))):
+        monkeypatch.setattr(gpu, "QMV1F", qmv1f)
+        monkeypatch.setattr(gpu, "QMV1F_DOWN", down)
+        r.reset()
         served.clear()
+        launched.clear()
         out[name] = _greedy_logits(r, ids)
-        if name == "eager":
-            # gate_up and down x 4; layers 1-3's mixer input (layer 0's norm has no add); the mixers' output
-            # projections x 4 (out_proj from the recurrence, o from the attention output gate)
-            assert sum(served) == 6 * (4 + 4 + 3 + 4), served
+        if want is not None:
+            assert (sum(served), launched.count("qmv1x")) == want, (served, launched)
     assert torch.equal(out["graphed"], out["eager"])
-    assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
-    err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()
-    assert 0 < err < 2e-2, err
+    for name in ("eager", "down form"):
+        assert torch.equal(out[name].argmax(-1), out["plain"].argmax(-1)), name
+        err = (out[name] - out["plain"]).norm() / out["plain"].norm()
+        assert 0 < err < 2e-2, (name, err)
 
 
 def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
     """A Qwen3-8B-shaped random model (2 layers), int8 g128 with an int8 lm_head: every decode step's norms attach the
-    fixed-point form and the qkv, gate_up and lm_head GEMVs take it (o and down read rows no op puts in the form; the
-    final norm's form serves lm_head, NINFER_QMV1F_HEAD=1); greedy tokens as with the int8
-    form off (NINFER_QMV1F_INT8=0: qmv1's fp16 products), logits within bf16 rounding of them; CUDA graph replay gives
-    the eager logits."""
+    fixed-point form and the qkv, gate_up and lm_head GEMVs take it (the final norm's form serves lm_head,
+    NINFER_QMV1F_HEAD=1); o and down read rows no op puts in the form: qmv1 by default, qmv1x with NINFER_QMV1X=all.
+    Greedy tokens as with the int8 form off (NINFER_QMV1F_INT8=0: qmv1's fp16 products), logits within bf16 rounding
+    of them; CUDA graph replay gives the eager logits."""
     import random_model as rm
     from quant import quant_model
 
@@ -1032,23 +1048,29 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
 
     graphed, weights = quant_model("qwen3-8b", 2, 8, lm_head_bits=8)
     eager, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
-    plain, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
-    eager.graphs = plain.graphs = None
+    eager.graphs = None
     ids = torch.randint(0, graphed.cfg.vocab_size, (60,), generator=torch.Generator().manual_seed(3)).tolist()
     served = _spy_fixed(monkeypatch)
+    launched = _spy_launches(monkeypatch)
     monkeypatch.setattr(gpu, "QMV1F_HEAD", True)  # (opt-in)
     out = {}
-    for name, r in (("graphed", graphed), ("eager", eager), ("plain", plain)):
-        monkeypatch.setattr(gpu, "QMV1F_INT8", name != "plain")
+    # (forms taken, qmv1x launches) in 6 decode steps and the prompt's last token. A step's forms: gate_up x 2, qkv of
+    # layer 1 (layer 0's norm has no add), lm_head; qmv1x with NINFER_QMV1X=all: o and down x 2 a step, and the
+    # prompt's lm_head (the final norm makes no form for a prompt)
+    for name, r, int8, rows, want in (("graphed", graphed, True, {4}, None), ("eager", eager, True, {4}, (6 * 4, 0)),
+                                      ("o, down from their rows", eager, True, {4, 8}, (6 * 4, 6 * 4 + 1)),
+                                      ("plain", eager, False, {4, 8}, (0, 0))):
+        monkeypatch.setattr(gpu, "QMV1F_INT8", int8)
+        monkeypatch.setattr(gpu, "QMV1X", rows)
+        r.reset()
         served.clear()
+        launched.clear()
         out[name] = _greedy_logits(r, ids)
-        if name == "eager":
-            # gate_up x 2, qkv of layer 1 (layer 0's norm has no add), lm_head
-            assert sum(served) == 6 * (2 + 1 + 1), served
-        if name == "plain":
-            assert not any(served), served
+        if want is not None:
+            assert (sum(served), launched.count("qmv1x")) == want, (served, launched)
     assert eager.model.norm.fixed
     assert torch.equal(out["graphed"], out["eager"])
-    assert torch.equal(out["eager"].argmax(-1), out["plain"].argmax(-1))
-    err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()
-    assert 0 < err < 2e-2, err
+    for name in ("eager", "o, down from their rows"):
+        assert torch.equal(out[name].argmax(-1), out["plain"].argmax(-1)), name
+        err = (out[name] - out["plain"]).norm() / out["plain"].norm()
+        assert 0 < err < 2e-2, (name, err)

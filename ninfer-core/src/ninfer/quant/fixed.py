@@ -1,6 +1,8 @@
 """The 16-bit fixed-point form of one token's activations that the int4 and int8 one-token GEMVs multiply on the
 integer tensor cores (qgemv.cu ``qmv1f*``): made by the norm before the GEMV (fused.cuh ``add_rms_norm`` with
 ``fixed=True``) and attached to the normed row, so the GEMV reads bytes instead of converting each code to bf16 or fp16.
+Where no op writes it (down, lm_head), ``qmv1x`` makes the same form per burst from the row in the warp that uses it
+(``gpu.QMV1X``), dividing through a reciprocal, so a value's q may differ from :func:`fixed_point`'s by one.
 
 Per group of 128 values: ``sx = max |x| / 32512`` (1 for a zero group), ``q = rint(x / sx)`` (ties to even), so
 ``x ~ sx q`` with ``|q| <= 32512``; ``q = 256 hi + lo`` with ``hi = floor((q + 128) / 256)`` and ``lo`` in

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import torch
@@ -68,6 +69,25 @@ QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "o
 QMV1S: bool = os.environ.get("NINFER_QMV1S", "1").lower() not in ("0", "false", "off")  # SwiGLU in qmv1's epilogue
 # A Gated DeltaNet layer's conv update and gates in the epilogue of its one-token input projection (qmv1g_*)
 QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", "off")
+def _bits_env_value(v: str) -> set[int]:
+    return {4, 8} if v in ("1", "all") else set() if v == "0" else {int(b) for b in v.split(",")}
+
+
+def _bits_env(name: str, default: str) -> set[int]:
+    """The weight bits an environment variable names: "0" / "off" none, "1" / "all" 4 and 8, else a list of 4 and 8
+    (anything else: a warning, then ``default``)."""
+    v = os.environ.get(name, default).strip().lower()
+    if v in ("0", "false", "off", "none", ""):
+        return set()
+    if v in ("1", "true", "on", "all"):
+        return {4, 8}
+    parts = v.replace(" ", "").split(",")
+    if all(b in ("4", "8") for b in parts):
+        return {int(b) for b in parts}
+    warnings.warn(f"{name}={v!r} is not 4, 8, 4,8, all or 0; using {default}", stacklevel=2)
+    return _bits_env_value(default)
+
+
 # One token of an int4 weight with its activations in 16-bit fixed point, multiplied on the integer tensor cores
 # (qmv1f / qmv1sf / qmv1gf, ninfer.quant.fixed): taken where the norm before the GEMV attached that form to its row.
 # Its products take 15-30 % less time than qmv1's; the 27B W4A16 decode 4.5-5.6 % faster on the H200 (bench/RESULTS.md
@@ -85,8 +105,10 @@ QMV1F_HEAD: bool = os.environ.get("NINFER_QMV1F_HEAD", "0").lower() not in ("0",
 # fence and group count at every block's end; not measured apart; bench/RESULTS.md session 24).
 QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0", "false", "off", "")
 # ... and one token whose row has no form (down, the 8B's attention o, lm_head): each warp makes the form of the
-# bursts it multiplies from the bf16 / fp16 row itself (qmv1x, NINFER_QMV1X=1; opt-in, bench/RESULTS.md session 27).
-QMV1X: bool = os.environ.get("NINFER_QMV1X", "0").lower() not in ("0", "false", "off", "")
+# bursts it multiplies from the bf16 / fp16 row itself (qmv1x), for the weights' bits in NINFER_QMV1X: "4" (the
+# default), "8", "4,8" or "all" (= 1), "0". On an H100 (bench/RESULTS.md session 27) the 27B W4A16 decode +1.4-3.3 %
+# (down and lm_head), the 8B W8A16 level to 0.3 % slower with int8 too (o, down, lm_head).
+QMV1X: set[int] = _bits_env("NINFER_QMV1X", "4")
 # ... and the mixers' output projections (GDN out_proj, attention o) on qmv1f too: the op before each (the recurrence's
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
 # The 27B W4A16 decode +0.4-0.5 % on an H100 (bench/RESULTS.md session 25; not run on the H200).
@@ -577,7 +599,7 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
                 _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
                                                              bias, y, n, k, w.group_size)
                 return y.view(*x.shape[:-1], n)
-            if t == 1 and QMV1X and _fixed_weight(w):  # the form made per burst from the row itself
+            if t == 1 and QMV1F and w.bits in QMV1X and _fixed_weight(w):  # the form made per burst from the row
                 _module(x.device, extra)["qmv1x" + name[4:]]((tiles,), (threads,), *args)
                 return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
