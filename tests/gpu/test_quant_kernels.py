@@ -312,13 +312,14 @@ def test_int8_burst_kernel_with_bf16_activations_beyond_fp16(sym, tokens):
 @pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 64, False), (8, 128, False), (8, 32, True)])
 @pytest.mark.parametrize("inter,k", [(4096, 4096), (2560, 5120), (17408, 768), (1024, 1024)])
-def test_burst_kernel_with_swiglu(dtype, scale_dtype, bits, group, sym, inter, k):
+def test_burst_kernel_with_swiglu(dtype, scale_dtype, bits, group, sym, inter, k, monkeypatch):
     """qmv1s: a gate_up weight [gate | up] and SwiGLU in one launch (gpu.quant_linear_silu_mul, what the SwiGLU layer
     takes for one token): bit for bit silu_mul(quant_linear(x, w)), and against float32. Outputs poisoned."""
     from ninfer.quant import gpu
     from ninfer.quant.layout import dequantize
     from ninfer.reference import ops as ref
 
+    monkeypatch.setattr(gpu, "QMV1X", set())  # x has no fixed-point form: bf16 products in both launches compared
     q = gpu.prepare(_tiled_case(2 * inter, k, bits, group, sym, scale_dtype, inter + k))
     x = torch.randn(1, k, device="cuda").to(dtype)
     _poison()
@@ -357,7 +358,7 @@ def test_burst_kernel_with_swiglu_declines_what_it_does_not_serve(monkeypatch):
 @pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 64, False), (8, 128, False), (8, 32, True)])
 @pytest.mark.parametrize("hidden,conv_dim,z_dim,heads", [(5120, 10240, 6144, 48),  # Qwen3.5-27B
                                                          (2048, 4096, 2048, 16), (1024, 512, 256, 8)])
-def test_burst_kernel_with_gdn_in(dtype, scale_dtype, bits, group, sym, hidden, conv_dim, z_dim, heads):
+def test_burst_kernel_with_gdn_in(dtype, scale_dtype, bits, group, sym, hidden, conv_dim, z_dim, heads, monkeypatch):
     """qmv1g: a Gated DeltaNet layer's quantised [q|k|v|z|b|a] projection with the conv update and the gates in one
     launch (gpu.quant_gdn_in_proj, what the layer takes for one token): bit for bit quant_linear's projection, then
     the sm90 backend's causal_conv1d_update and gdn_gates kernels (the window updated in place alike), and within bf16
@@ -367,6 +368,7 @@ def test_burst_kernel_with_gdn_in(dtype, scale_dtype, bits, group, sym, hidden, 
     from ninfer.quant.layout import dequantize
     from ninfer.reference import gdn as ref
 
+    monkeypatch.setattr(gpu, "QMV1X", set())  # x has no fixed-point form: bf16 products in both launches compared
     n = conv_dim + z_dim + 2 * heads
     q = gpu.prepare(_tiled_case(n, hidden, bits, group, sym, scale_dtype, n + hidden + bits))
     ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
@@ -459,6 +461,9 @@ def test_quantised_hybrid_model_decodes_through_qmv1g(bits, monkeypatch):
         return out
 
     monkeypatch.setattr(gpu.quant_linear, "with_gdn_in", counting)
+    # the rows here carry no fixed-point form: qmv1g multiplies in bf16, and so must the joined projection's GEMV
+    # it is compared with (not qmv1x, which makes the form from the row)
+    monkeypatch.setattr(gpu, "QMV1X", set())
     graphed, weights = quant_model("qwen3.5-27b", 4, bits)
     eager, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
     plain, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
@@ -1055,10 +1060,10 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
     monkeypatch.setattr(gpu, "QMV1F_HEAD", True)  # (opt-in)
     out = {}
     # (forms taken, qmv1x launches) in 6 decode steps and the prompt's last token. A step's forms: gate_up x 2, qkv of
-    # layer 1 (layer 0's norm has no add), lm_head; qmv1x with NINFER_QMV1X=all: o and down x 2 a step, and the
-    # prompt's lm_head (the final norm makes no form for a prompt)
+    # layer 1 (layer 0's norm has no add), lm_head; qmv1x with NINFER_QMV1X=all: o and down x 2 and layer 0's qkv a
+    # step, and the prompt's lm_head (the final norm makes no form for a prompt)
     for name, r, int8, rows, want in (("graphed", graphed, True, {4}, None), ("eager", eager, True, {4}, (6 * 4, 0)),
-                                      ("o, down from their rows", eager, True, {4, 8}, (6 * 4, 6 * 4 + 1)),
+                                      ("o, down from their rows", eager, True, {4, 8}, (6 * 4, 6 * 5 + 1)),
                                       ("plain", eager, False, {4, 8}, (0, 0))):
         monkeypatch.setattr(gpu, "QMV1F_INT8", int8)
         monkeypatch.setattr(gpu, "QMV1X", rows)
