@@ -3,7 +3,8 @@ gdn_recurrent.cuh and gdn_chunked.cuh is compiled with the host C++ compiler aga
 std::thread, __syncthreads a barrier, warp shuffles through a per-warp exchange), and driven through the
 real launchers of ninfer.kernels.gdn (their tensors posing as CUDA tensors, the module replaced by the
 shim). Checks the index math, the chunking over tokens, the head grouping and the launch arguments
-against the reference ops without a GPU; tests/gpu/test_gdn_kernels.py checks the compiled kernels."""
+against the reference ops without a GPU; tests/gpu/test_gdn_kernels.py checks the compiled kernels. Also the
+fixed-point form a one-token GEMV makes per burst from its row (fixed_point.cuh fixed_burst, qgemv.cu qmv1x)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,17 @@ inline float __fdiv_rn(float a, float b) { return a / b; }
 inline int __float2int_rn(float x) { return (int)std::nearbyint(x); }
 int __shfl_xor_sync(unsigned, int, int);
 using std::max;
+// fixed_point.cuh's fixed_burst (qgemv.cu qmv1x): 16-byte loads, byte permutes, the reciprocal
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+inline uint4 __ldg(const uint4 *p) { return *p; }
+inline uint2 __ldg(const uint2 *p) { return *p; }
+inline float __frcp_rn(float x) { return 1.f / x; }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {  // byte i of the result: byte (s >> 4 i) & 7 of y:x
+    const unsigned long long xy = (unsigned long long)y << 32 | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)(xy >> 8 * ((s >> 4 * i) & 7) & 0xFF) << 8 * i;
+    return r;
+}
 """
 
 DRIVER = r"""
@@ -160,6 +172,27 @@ extern "C" void gdn_recurrent_gated_f32_d128(int gx, int gy, int threads, const 
 extern "C" void causal_conv1d_prefill_f32_k4(int gx, int gy, int threads, const float *x, const float *w,
         const float *b, const float *si, float *y, float *so, int T, int C, int xs) {
     launch(gx, gy, threads, [=] { ninfer::causal_conv1d_prefill<float, 4>(x, w, b, si, y, so, T, C, xs); });
+}
+// One warp makes a bf16 row's fixed-point form burst by burst with fixed_burst (KB values a burst, as qmv1x's warps
+// do) and writes it out as the norm writes the row's: planes [2, K] in k order, xg a group.
+extern "C" void fixed_burst_bf16(int kb, const hbf16 *x, int K, unsigned char *xq, int2 *xg) {
+    alignas(16) static unsigned buf[128];
+    launch(1, 1, 32, [=] {
+        const int lane = threadIdx.x % 32, lpg = 4096 / kb;
+        for (int b = 0; b < K / kb; b++) {
+            float sx;
+            int qs;
+            if (kb == 256) ninfer::fixed_burst<hbf16, 256>(x + b * kb, buf, lane, sx, qs);
+            else ninfer::fixed_burst<hbf16, 128>(x + b * kb, buf, lane, sx, qs);
+            __syncthreads();
+            if (lane == 0) {
+                std::memcpy(xq + b * kb, buf, kb);
+                std::memcpy(xq + K + b * kb, reinterpret_cast<unsigned char *>(buf) + kb, kb);
+            }
+            if (lane % lpg == 0) xg[b * kb / 128 + lane / lpg] = make_int2(__float_as_int(sx), qs);
+            __syncthreads();
+        }
+    });
 }
 alignas(16) static unsigned char prep_smem[160 * 1024];
 extern "C" void gdn_chunk_prep_f32_d128(int gx, int gy, int threads, const float *q, const float *k, const float *v,
@@ -394,3 +427,37 @@ def test_gated_recurrence_and_its_fixed_point_form_source(ops, T, keep_all, fixe
     xq, xg = fx.fixed_point(torch.Tensor(o).flatten())
     assert torch.equal(got[0], xq) and torch.equal(got[1], xg)
     assert xg[1, 0].view(torch.float32) == 1 and xg[1, 1] == 0 and (xg[:, 1] != 0).sum() == H - 1
+
+
+@pytest.mark.parametrize("kb", [256, 128])  # int4 bursts (16 lanes a group, 8 values each), int8 (32 lanes, 4 each)
+def test_fixed_point_form_made_per_burst_source(host_kernels, kb):
+    """fixed_burst, as qmv1x's warps run it over a bf16 row, writes ninfer.quant.fixed's form: the same group scales,
+    every q within one of fixed_point's (the kernel multiplies by the reciprocal where fixed_point divides) and nearly
+    all equal, hi and lo in k_order decoding to q, each group's sum the sum of its own q. Outliers and a zero group."""
+    from ninfer.quant import fixed as fx
+
+    K = 2048
+    torch.manual_seed(kb)
+    x = torch.randn(K).to(torch.bfloat16)
+    x[::97] *= 40
+    x[256:384] = 0
+    xq = torch.zeros(2, K, dtype=torch.int8)
+    xg = torch.zeros(K // 128, 2, dtype=torch.int32)
+    host_kernels.fixed_burst_bf16(kb, ctypes.c_void_p(x.data_ptr()), K, ctypes.c_void_p(xq.data_ptr()),
+                                  ctypes.c_void_p(xg.data_ptr()))
+    rq, rg = fx.fixed_point(x)
+    assert torch.equal(xg[:, 0], rg[:, 0])  # sx = max |x| / 32512 (1 for the zero group), bit for bit
+
+    def q_of(xq):  # q in natural k order from the two planes
+        q = torch.empty(K, dtype=torch.int32)
+        q[fx.k_order(K)] = 256 * xq[0].int() + xq[1].int()
+        return q
+
+    q, qr = q_of(xq), q_of(rq)
+    assert (q - qr).abs().max() <= 1 and (q == qr).float().mean() > 0.99
+    assert torch.equal(xg[:, 1], q.view(-1, 128).sum(-1))
+    assert (q.view(-1, 128).abs().amax(-1)[torch.arange(K // 128) != 2] >= 32511).all()  # each group's largest
+    assert (q[256:384] == 0).all() and xg[2, 1] == 0
+    sx = xg[:, 0].view(torch.float32)
+    err = (q.view(-1, 128).float() * sx.view(-1, 1)).flatten() - x.float()
+    assert (err.abs().view(-1, 128) <= sx.view(-1, 1) * 0.5001).all()  # rint: within half a step of x

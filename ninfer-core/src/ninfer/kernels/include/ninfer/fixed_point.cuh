@@ -79,4 +79,54 @@ __device__ __forceinline__ void fixed_group32(const float (&a)[4], int grp, unsi
     if (lane == 0) xg[grp] = make_int2(__float_as_int(sx), qs);
 }
 
+// The form of one burst of a one-token GEMV (qgemv.cu qmv1x*), made by the warp that multiplies it from the 16-bit
+// float row, where no op before the GEMV writes the form (down, lm_head). The burst's KB values
+// (256 int4, 128 int8), VPL a lane, become the form's bytes of ninfer.quant.fixed (hi, lo planes in k_order, KB / 4
+// words each) in ``buf``; sx and the sum of q of the lane's 128-k group come back in every lane of it. q = rint(x / sx)
+// through x * (1 / sx) + 1.5 2^23 + 128, whose low 16 bits are q + 128: hi is its byte 1, lo its byte 0 ^ 0x80 (the
+// reciprocal may put q one from fixed_q's where x / sx lies within float rounding of a half).
+template <typename T, int KB>
+__device__ __forceinline__ void fixed_burst(const T *__restrict__ xk, unsigned *buf, int lane, float &sx, int &qs) {
+    constexpr int VPL = KB / 32, LPG = 128 / VPL;  // values a lane; lanes a 128-k group
+    static_assert(VPL == 8 || VPL == 4, "bursts of 256 or 128 k");
+    float v[VPL];
+    if constexpr (VPL == 8) {
+        const uint4 r = __ldg(reinterpret_cast<const uint4 *>(xk) + lane);
+        const T *e = reinterpret_cast<const T *>(&r);
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = to_f(e[j]);
+    } else {
+        const uint2 r = __ldg(reinterpret_cast<const uint2 *>(xk) + lane);
+        const T *e = reinterpret_cast<const T *>(&r);
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[j] = to_f(e[j]);
+    }
+    float m = 0.f;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) m = fmaxf(m, fabsf(v[j]));
+#pragma unroll
+    for (int o = LPG / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(~0u, m, o));
+    sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
+    const float inv = __frcp_rn(sx);
+    unsigned bits[VPL], sum = 0u;
+#pragma unroll
+    for (int j = 0; j < VPL; j++) {
+        bits[j] = __float_as_uint(fmaf(v[j], inv, 12583040.f));
+        sum += bits[j];
+    }
+    int q = (int)(sum - (unsigned)VPL * 0x4B400080u);
+#pragma unroll
+    for (int o = LPG / 2; o > 0; o >>= 1) q += __shfl_xor_sync(~0u, q, o);
+    qs = q;
+#pragma unroll
+    for (int w = 0; w < VPL / 4; w++) {  // k 4 w' .. 4 w' + 3 (w' = VPL / 4 lane + w): one word a plane
+        const unsigned a = __byte_perm(bits[4 * w], bits[4 * w + 1], 0x5410);
+        const unsigned c = __byte_perm(bits[4 * w + 2], bits[4 * w + 3], 0x5410);
+        const int k4 = VPL * lane + 4 * w, r = k4 & 63;
+        const int off = ((k4 >> 6) * 4 + ((r & 31) >> 3)) * 4 + 2 * (r >> 5) + ((r >> 2) & 1);
+        buf[off] = __byte_perm(a, c, 0x7351);
+        buf[KB / 4 + off] = __byte_perm(a, c, 0x6240) ^ 0x80808080u;
+    }
+}
+
 }  // namespace ninfer
