@@ -148,18 +148,12 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # (session 26's NINFER_QMV_AHEAD, o asking L2 for its whole weight during attention, lost 1.1 %: removed; code in 507e1ec)
     "lm_head from the final norm's form (NINFER_QMV1F_HEAD=1)": dict(split=(16,), qmv1f_head=True),
     # session 27: FIX8's loads predicated (no branch in its loop, as int4's since session 24; the default after call
-    # 1), bursts of 8 chunks (two 128-k groups) at 80 registers, the next 2 bursts into L2 before the PDL wait; int4
-    # qmv1f in bursts of 8 chunks; qmv1x (the form made per burst from the row where no op writes it)
+    # 1); qmv1x (the form made per burst from the row where no op writes it). Bursts of 8 chunks (int8, int4) and the
+    # next 2 int8 bursts into L2 before the PDL wait lost: removed, code in cc5373e.
     "int8 fixed point, a branch around the burst loads (QMV_FIX8P=0, before session 27)": dict(
         split=(16,), extra=("-DQMV_FIX8P=0",)),
     "one token without a form makes it from the row (qmv1x, NINFER_QMV1X=1)": dict(split=(16,), qmv1x={4, 8}),
     "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
-    "int8 fixed point, predicated, bursts of 8 chunks at 80 registers (QMV_FIX8_BURST=8)": dict(
-        split=(16,), extra=("-DQMV_FIX8P=1", "-DQMV_FIX8_BURST=8", "-DQMV_MAXREGF8=80")),
-    "int8 fixed point, predicated, the next 2 bursts into L2 before the PDL wait (QMV_PREPF8=2)": dict(
-        split=(16,), extra=("-DQMV_FIX8P=1", "-DQMV_PREPF8=2")),
-    "int4 fixed point in bursts of 8 chunks at 96 registers (QMV_FIX4_BURST=8)": dict(
-        split=(16,), extra=("-DQMV_FIX4_BURST=8", "-DQMV_MAXREGF4=96")),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),

@@ -3,7 +3,8 @@
 # into L2 before the PDL wait; int4 (qmv1f, the 27B W4A16): bursts of 8 chunks at 96 registers. End to end A B C D A B
 # C D in one process, transformers beside; then the fixed-point GPU tests on the default build and on each variant's
 # (NINFER_QMMA_EXTRA). Kernels compiled here with NVRTC 13.0: bash bench/precompile_sm90.sh .kc_s27, then
-# bash bench/precompile_quant_variants.sh .kc_s27 "$(bench/session27_builds)" (the builds below).
+# bash bench/precompile_quant_variants.sh .kc_s27 "$(bench/session27_builds)" (the builds below). The losing variants,
+# the build list and the test lists were removed after the session: commit cc5373e has them all.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s27/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

@@ -99,5 +99,4 @@ def serves(w) -> bool:
     from . import gpu
     from .layout import QuantWeight
 
-    return (isinstance(w, QuantWeight) and gpu.QMV1F and (w.bits == 4 or w.bits == 8 and gpu.QMV1F_INT8)
-            and w.packing == "tiles16" and w.perm is None and w.group_size % GROUP == 0 and w.qweight.is_cuda)
+    return isinstance(w, QuantWeight) and gpu.QMV1F and gpu._fixed_weight(w) and w.qweight.is_cuda

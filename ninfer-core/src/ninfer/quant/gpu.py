@@ -426,18 +426,10 @@ def _fixed_form(x: torch.Tensor, w: QuantWeight):
 
 
 def _fixed_weight(w: QuantWeight) -> bool:
-    """Whether the fixed-point kernels (qmv1f*, qmv1x) serve w: int4, or int8 unless NINFER_QMV1F_INT8=0, tiled, no
-    column permutation, groups of whole 128-k runs, K a whole number of their bursts."""
+    """Whether the fixed-point kernels (qmv1f*, qmv1x) serve w (where the burst kernel does): int4, or int8 unless
+    NINFER_QMV1F_INT8=0, tiled, no column permutation, groups of whole 128-k runs."""
     return ((w.bits == 4 or w.bits == 8 and QMV1F_INT8) and w.packing == "tiles16" and w.perm is None
-            and w.group_size % fixed.GROUP == 0
-            and w.in_features % (tile_chunk(w.bits) * _fixed_burst(w.bits, BENCH_EXTRA)) == 0)
-
-
-def _fixed_burst(bits: int, extra: tuple[str, ...]) -> int:
-    """Chunks a burst of the fixed-point kernels (qmv1f*) for ``bits`` in a build with the -D options ``extra``
-    (-DQMV_FIX4_BURST / -DQMV_FIX8_BURST, bench variants; else QMV_BURST's)."""
-    name = f"-DQMV_FIX{bits}_BURST="
-    return next((int(o.split("=")[1]) for o in extra if o.startswith(name)), QMV_BURST)
+            and w.group_size % fixed.GROUP == 0)
 
 
 def _one_token_form(x: torch.Tensor, w: QuantWeight, enabled: bool):

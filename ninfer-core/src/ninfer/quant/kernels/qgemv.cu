@@ -802,12 +802,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_MAXREG8
 #define QMV_MAXREG8 64
 #endif
-#ifndef QMV_MAXREGF4  // the fixed-point entry points (qmv1f*), by bits (bench variants; default as qmv1's)
-#define QMV_MAXREGF4 QMV_MAXREG4
-#endif
-#ifndef QMV_MAXREGF8
-#define QMV_MAXREGF8 QMV_MAXREG8
-#endif
 #ifndef QMV_MAXREG16  // the 16-token form (both widths; off by default: slower than qmsk at 16 tokens, RESULTS)
 #define QMV_MAXREG16 128
 #endif
@@ -817,18 +811,8 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PREPF  // int4, one token: before its PDL wait each warp asks L2 for its next QMV_PREPF bursts as well, while
 #define QMV_PREPF 2  // the kernel before still runs. On an H100 the 27B W4A16 decode +0.8-1.8 % at 2, -3 to -4 % at 4;
 #endif               // int8 (the 8B W8A16) -5 % at 2, so int8 never (bench/RESULTS.md session 25; not run on the H200)
-#ifndef QMV_PREPF8  // int8 one token on the integer tensor cores (FIX8): QMV_PREPF's count for it (bench variants)
-#define QMV_PREPF8 0
-#endif
 #ifndef QMV_FIX8P  // 1 (default): FIX8's burst loads predicated, no branch in its loop, as int4's (QMV_FIXFETCH). On an
 #define QMV_FIX8P 1  // H100 the 8B W8A16 decode +0.1-0.4 % in 4 of 4 A/B pairs (bench/RESULTS.md session 27); 0: a branch
-#endif
-#ifndef QMV_FIX4_BURST  // int4 one token on the integer tensor cores (qmv1f*): chunks a burst (bench variants; even)
-#define QMV_FIX4_BURST QMV_BURST
-#endif
-#ifndef QMV_FIX8_BURST  // int8 one token on the integer tensor cores (FIX8): chunks a burst, a multiple of 4 (bench;
-                        // K then a multiple of 32 x it)
-#define QMV_FIX8_BURST 4
 #endif
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
@@ -1041,13 +1025,13 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
                                     const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}) {
-    static_assert(!FIX || (NS == 0 && (BITS == 4 ? QMV_FIX4_BURST % 2 == 0 : QMV_FIX8_BURST % 4 == 0)),
-                  "the fixed-point form: one token, bursts of whole 128-k runs");
+    static_assert(!FIX || (NS == 0 && (BITS == 4 ? QMV_BURST % 2 == 0 : QMV_BURST == 4)),
+                  "the fixed-point form: one token, int4 bursts of whole 128-k runs, int8 bursts of one");
     if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX) {
         qmvp<T, ST, ZP, SILU, Epi>(Wp, Sp, Zp, x, bias, y, N, K, G, epi);
         return;
     }
-    constexpr int B = !FIX ? QMV_BURST : BITS == 8 ? QMV_FIX8_BURST : QMV_FIX4_BURST;
+    constexpr int B = QMV_BURST;
     constexpr int CHUNK = BITS == 4 ? 64 : 32;  // k per lane's 16-byte load
     constexpr int HALVES = CHUNK / 32;          // 16-byte activation loads (and 2-mma steps) a chunk
     constexpr unsigned ZSYM = BITS == 4 ? 0x0808u : 0x8080u;
@@ -1105,10 +1089,9 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     for (int u = 0; u < B; u++) wv[u] = make_uint4(0, 0, 0, 0);
     int b = warp;
     if (b < nburst) fetch(wb, b);
-    constexpr int PREPF = FIX && BITS == 8 ? QMV_PREPF8 : BITS == 4 ? QMV_PREPF : 0;
-    if (PREPF > 0 && ONE && lane < 4 * B) {  // 4 B lines of 128 bytes a burst
+    if (QMV_PREPF > 0 && ONE && BITS == 4 && lane < 4 * B) {  // 4 B lines of 128 bytes a burst
 #pragma unroll
-        for (int p = 1; p <= PREPF; p++)
+        for (int p = 1; p <= QMV_PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
     pdl_stream_enter();
@@ -1211,7 +1194,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         // register puts them in the order the int4 form's k_order gives the token's bytes, (0, 2, 1, 3) a word:
         // the norms' form serves int8 weights unchanged, and a chunk is one IMMA with no dequantisation at all
         // (against qmv1's 8 PRMT, 8 fp16 subtractions, 2 HMMA and the activations' bf16 -> fp16 conversion).
-        constexpr int GB = B / 4;  // 128-k groups a burst
+        constexpr int GB = B / 4;  // 128-k groups a burst: one (the loop in this form compiles to the SASS measured)
         acc[0][0] = acc[0][2] = 0.f;
         const uint4 *xb = FROMX ? nullptr : fx.xq + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
         const int2 *gb = FROMX ? nullptr : fx.xg + warp * GB;
@@ -1221,7 +1204,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             float rsx = 0.f;
             int rqs = 0;
             const uint4 *xf = reinterpret_cast<const uint4 *>(xs8[FROMX ? threadIdx.x / 32 : 0][par]) + (g & 1) * (B / 2) * 4 + t;
-            if constexpr (FROMX) {
+            if constexpr (FROMX) {  // qmv1x: this burst's form from the row (fixed_point.cuh), into this warp's buffer
                 fixed_burst<T, B * 32>(x + (i64)b * B * 32, xs8[threadIdx.x / 32][par], lane, rsx, rqs);
                 __syncwarp();
             }
@@ -1277,7 +1260,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             float rsx = 0.f;
             int rqs = 0;
             const uint4 *xf = reinterpret_cast<const uint4 *>(xs4[FROMX ? threadIdx.x / 32 : 0][par]) + (g & 1) * B * 4 + t;
-            if constexpr (FROMX) {
+            if constexpr (FROMX) {  // qmv1x: this burst's form from the row (fixed_point.cuh), into this warp's buffer
                 fixed_burst<T, B * 64>(x + (i64)b * B * 64, xs4[threadIdx.x / 32][par], lane, rsx, rqs);
                 __syncwarp();
             }
@@ -1511,30 +1494,30 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         ninfer::qmv<T, ST, B, Z, 2>(Wp, Sp, Zp, x, b, y, N, K, G, ntok, ninfer::QmvStore<T>{y, N});             \
     }
 // qmv1f*: the int4 and int8 one-token forms (plain, SwiGLU, Gated DeltaNet input) with the token in fixed point (FIX
-// above).
+// above); qmv1x: the plain form for a row with no form, each warp making its bursts' (FROMX).
 #define QMV1F_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                    \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1f_##S##_s##SS##_b##B##_##ZN(                         \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1f_##S##_s##SS##_b##B##_##ZN(                         \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
         const T *b, T *y, int N, int K, int G) {                                                            \
         ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
                                                                     ninfer::QmvStore<T>{y, N},               \
                                                                     ninfer::QmvFixed{xq, xg});              \
     }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1x_##S##_s##SS##_b##B##_##ZN(                         \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1x_##S##_s##SS##_b##B##_##ZN(                         \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G) {                                                                                     \
         ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1,    \
                                                                           ninfer::QmvStore<T>{y, N},         \
                                                                           ninfer::QmvFixed{nullptr, nullptr}); \
     }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
         int N, int K, int G, unsigned char *oq, int2 *og, int *ocnt) {                                      \
         ninfer::qmv<T, ST, B, Z, 0, true, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, \
                                                                    1, ninfer::QmvStore<T>{y, N},             \
                                                                    ninfer::QmvFixed{xq, xg, oq, og, ocnt}); \
     }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREGF##B) qmv1gf_##S##_s##SS##_b##B##_##ZN(                        \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1gf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
         int N, int K, int G, const T *conv_w, float *conv_state, const float *A_log, const float *dt_bias,    \
         float *g, T *beta, int conv_dim, int z_dim, int nh) {                                               \
