@@ -181,3 +181,19 @@ def test_a_form_is_carried_to_a_reshaped_view_only():
     assert fixed.attached(fixed.carried(bare, bare.reshape(1, 256))) is None
     x.add_(1.0)
     assert fixed.attached(fixed.carried(x, x.reshape(1, 256))) is None
+
+
+def test_qmv1x_setting_names_weight_bits(monkeypatch):
+    """NINFER_QMV1X: the weight bits whose one-token GEMVs make the form from their rows; a value naming none warns
+    (one sentence with the values it takes) and keeps the default."""
+    from ninfer.quant import gpu
+
+    for v, want in (("4", {4}), ("8", {8}), ("4,8", {4, 8}), (" 8, 4 ", {4, 8}), ("all", {4, 8}), ("1", {4, 8}),
+                    ("0", set()), ("off", set())):
+        monkeypatch.setenv("NINFER_QMV1X", v)
+        assert gpu._bits_env("NINFER_QMV1X", "4") == want, v
+    monkeypatch.delenv("NINFER_QMV1X")
+    assert gpu._bits_env("NINFER_QMV1X", "4") == {4}
+    monkeypatch.setenv("NINFER_QMV1X", "int4")
+    with pytest.warns(UserWarning, match="4, 8, 4,8, all or 0"):
+        assert gpu._bits_env("NINFER_QMV1X", "4") == {4}

@@ -829,10 +829,11 @@ def _spy_launches(monkeypatch):
 @pytest.mark.parametrize("n,k", [(4096, 4096), (1000, 1024), (5120, 17408), (4096, 12288)])
 @pytest.mark.parametrize("bits", [4, 8])
 def test_fixed_point_made_from_the_row_matches_float32(dtype, tol, group, sym, n, k, bits, monkeypatch):
-    """qmv1x (NINFER_QMV1X, int4 by default): one token with no form attached, each warp making the fixed-point form of its bursts
-    from the row: against x @ dequant(W)^T in float32 and within float rounding of the reference form's own product
-    (ninfer.quant.fixed, which divides where the kernel multiplies by the reciprocal); bias added; a zero group and
-    outliers; outputs poisoned. The kernel launched is qmv1x, and with NINFER_QMV1X=0 the same call takes qmv1."""
+    """qmv1x (NINFER_QMV1X, int4 by default): one token with no form attached, each warp making the fixed-point form
+    of its bursts from the row: against x @ dequant(W)^T in float32 and within float rounding of the reference form's
+    own product (ninfer.quant.fixed, which divides where the kernel multiplies by the reciprocal); bias added; a zero
+    group and outliers; outputs poisoned. The kernel launched is qmv1x, and with NINFER_QMV1X=0 the same call takes
+    qmv1."""
     from ninfer.quant import fixed, gpu
     from ninfer.quant.layout import dequantize
 

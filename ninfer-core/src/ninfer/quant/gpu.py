@@ -69,23 +69,26 @@ QMV1: bool = os.environ.get("NINFER_QMV1", "1").lower() not in ("0", "false", "o
 QMV1S: bool = os.environ.get("NINFER_QMV1S", "1").lower() not in ("0", "false", "off")  # SwiGLU in qmv1's epilogue
 # A Gated DeltaNet layer's conv update and gates in the epilogue of its one-token input projection (qmv1g_*)
 QMV1G: bool = os.environ.get("NINFER_QMV1G", "1").lower() not in ("0", "false", "off")
-def _bits_env_value(v: str) -> set[int]:
-    return {4, 8} if v in ("1", "all") else set() if v == "0" else {int(b) for b in v.split(",")}
-
-
-def _bits_env(name: str, default: str) -> set[int]:
-    """The weight bits an environment variable names: "0" / "off" none, "1" / "all" 4 and 8, else a list of 4 and 8
-    (anything else: a warning, then ``default``)."""
-    v = os.environ.get(name, default).strip().lower()
+def _bits(v: str) -> set[int] | None:
+    """The weight bits a setting names: "0" / "off" none, "1" / "all" 4 and 8, else a comma list of 4 and 8; None
+    for anything else."""
+    v = v.strip().lower().replace(" ", "")
     if v in ("0", "false", "off", "none", ""):
         return set()
     if v in ("1", "true", "on", "all"):
         return {4, 8}
-    parts = v.replace(" ", "").split(",")
-    if all(b in ("4", "8") for b in parts):
-        return {int(b) for b in parts}
-    warnings.warn(f"{name}={v!r} is not 4, 8, 4,8, all or 0; using {default}", stacklevel=2)
-    return _bits_env_value(default)
+    parts = v.split(",")
+    return {int(b) for b in parts} if all(b in ("4", "8") for b in parts) else None
+
+
+def _bits_env(name: str, default: str) -> set[int]:
+    """_bits of the environment variable ``name`` (unset: ``default``); one it cannot read warns and takes ``default``."""
+    bits = _bits(os.environ.get(name, default))
+    if bits is None:
+        warnings.warn(f"{name}={os.environ[name]!r} names no weight bits (4, 8, 4,8, all or 0); using {default}",
+                      stacklevel=2)
+        bits = _bits(default)
+    return bits
 
 
 # One token of an int4 weight with its activations in 16-bit fixed point, multiplied on the integer tensor cores
@@ -107,7 +110,7 @@ QMV1F_DOWN: bool = os.environ.get("NINFER_QMV1F_DOWN", "0").lower() not in ("0",
 # ... and one token whose row has no form (down, the 8B's attention o, lm_head): each warp makes the form of the
 # bursts it multiplies from the bf16 / fp16 row itself (qmv1x), for the weights' bits in NINFER_QMV1X: "4" (the
 # default), "8", "4,8" or "all" (= 1), "0". On an H100 (bench/RESULTS.md session 27) the 27B W4A16 decode +1.4-3.3 %
-# (down and lm_head), the 8B W8A16 level to 0.3 % slower with int8 too (o, down, lm_head).
+# (down and lm_head); int8 too leaves the 8B W8A16 level (-0.6 to +0.7 %: o, down, lm_head), so int8 is opt-in.
 QMV1X: set[int] = _bits_env("NINFER_QMV1X", "4")
 # ... and the mixers' output projections (GDN out_proj, attention o) on qmv1f too: the op before each (the recurrence's
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
@@ -191,8 +194,8 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf",
-                                                                       "qmv1x")
+        forms = ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf", "qmv1x")
+        names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in forms
                   for d in _SUFFIX for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
     return names
 
