@@ -811,8 +811,8 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_PREPF  // int4, one token: before its PDL wait each warp asks L2 for its next QMV_PREPF bursts as well, while
 #define QMV_PREPF 2  // the kernel before still runs. On an H100 the 27B W4A16 decode +0.8-1.8 % at 2, -3 to -4 % at 4;
 #endif               // int8 (the 8B W8A16) -5 % at 2, so int8 never (bench/RESULTS.md session 25; not run on the H200)
-#ifndef QMV_FIX8P  // 1 (default): FIX8's burst loads predicated, no branch in its loop, as int4's (QMV_FIXFETCH). On an
-#define QMV_FIX8P 1  // H100 the 8B W8A16 decode +0.1-0.4 % in 4 of 4 A/B pairs (bench/RESULTS.md session 27); 0: a branch
+#ifndef QMV_FIX8P  // 1 (default): FIX8's burst loads predicated, no branch in its loop, as int4's (QMV_FIXFETCH); 0: a
+#define QMV_FIX8P 1  // branch. On an H100 the 8B W8A16 decode -0.1 to +0.4 %, 7 of 8 pairs faster (RESULTS session 27)
 #endif
 #ifndef QMV_PIPE  // 1: the next burst is loaded while this one is used (2 QMV_BURST weight vectors a lane in registers)
 #define QMV_PIPE 0
