@@ -99,4 +99,4 @@ def serves(w) -> bool:
     from . import gpu
     from .layout import QuantWeight
 
-    return isinstance(w, QuantWeight) and gpu.QMV1F and gpu._fixed_weight(w) and w.qweight.is_cuda
+    return isinstance(w, QuantWeight) and gpu.QMV1F and gpu.fixed_kernels_serve(w) and w.qweight.is_cuda

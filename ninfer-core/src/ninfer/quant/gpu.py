@@ -82,7 +82,8 @@ def _bits(v: str) -> set[int] | None:
 
 
 def _bits_env(name: str, default: str) -> set[int]:
-    """_bits of the environment variable ``name`` (unset: ``default``); one it cannot read warns and takes ``default``."""
+    """_bits of the environment variable ``name`` (unset: ``default``); a value it cannot read warns, then takes
+    ``default``."""
     bits = _bits(os.environ.get(name, default))
     if bits is None:
         warnings.warn(f"{name}={os.environ[name]!r} names no weight bits (4, 8, 4,8, all or 0); using {default}",
@@ -423,12 +424,12 @@ def _fixed_form(x: torch.Tensor, w: QuantWeight):
     since), an int4 (or, unless NINFER_QMV1F_INT8=0, int8) tiled weight with groups of whole 128-k runs and no column
     permutation; else None."""
     f = fixed.attached(x) if QMV1F else None
-    if f is None or not _fixed_weight(w) or f[0].shape != (2, w.in_features) or f[0].device != x.device:
+    if f is None or not fixed_kernels_serve(w) or f[0].shape != (2, w.in_features) or f[0].device != x.device:
         return None
     return f[0], f[1]
 
 
-def _fixed_weight(w: QuantWeight) -> bool:
+def fixed_kernels_serve(w: QuantWeight) -> bool:
     """Whether the fixed-point kernels (qmv1f*, qmv1x) serve w (where the burst kernel does): int4, or int8 unless
     NINFER_QMV1F_INT8=0, tiled, no column permutation, groups of whole 128-k runs."""
     return ((w.bits == 4 or w.bits == 8 and QMV1F_INT8) and w.packing == "tiles16" and w.perm is None
@@ -594,7 +595,7 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
                 _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
                                                              bias, y, n, k, w.group_size)
                 return y.view(*x.shape[:-1], n)
-            if t == 1 and QMV1F and w.bits in QMV1X and _fixed_weight(w):  # the form made per burst from the row
+            if t == 1 and QMV1F and w.bits in QMV1X and fixed_kernels_serve(w):  # form made per burst from the row
                 _module(x.device, extra)["qmv1x" + name[4:]]((tiles,), (threads,), *args)
                 return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
