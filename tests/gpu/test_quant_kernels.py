@@ -971,20 +971,27 @@ def test_fixed_point_burst_kernel_with_gdn_in(dtype, group, sym, hidden, conv_di
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("zc", [False, True])
 @pytest.mark.parametrize("H", [384, 1024, 4096, 5120])
-def test_norm_writes_the_fixed_point_form(dtype, zc, H):
+@pytest.mark.parametrize("split", [1, 2, 3, 4])
+def test_norm_writes_the_fixed_point_form(dtype, zc, H, split, monkeypatch):
     """add_rms_norm(..., fixed=True) on one row: the normed row as before, and bit for bit ninfer.quant.fixed's form
-    of it attached (H = 384: a block with a partly filled warp); several rows attach nothing."""
+    of it attached (H = 384: a block with a partly filled warp), also where `split` blocks share the row (each its
+    share of the form); several rows attach nothing."""
+    from ninfer.kernels import fused
     from ninfer.ops import DeviceSpec, resolve
     from ninfer.quant import fixed
+    from ninfer.reference import ops as ref_ops
 
+    monkeypatch.setattr(fused, "NORM_SPLIT", split)
     ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
     x = torch.randn(1, H, device="cuda").to(dtype)
     r = torch.randn(1, H, device="cuda").to(dtype)
     w = (torch.rand(H, device="cuda") + 0.5).to(dtype)
     w[::50] = 8  # a few outliers in the normed row
     y0, h0 = ops.add_rms_norm(x, r, w, 1e-6, zc)
-    y, h = ops.add_rms_norm(x, r, w, 1e-6, zc, fixed=True)
+    y, h = ops.add_rms_norm(x, r, w, 1e-6, zc, fixed=True, settled=True)
     assert torch.equal(y, y0) and torch.equal(h, h0) and fixed.attached(y0) is None
+    want = ref_ops.rms_norm(h0.float(), w.float(), 1e-6, zc)
+    assert ((y.float() - want).norm() / want.norm()) < 1e-2
     got = fixed.attached(y)
     assert got is not None
     xq, xg = fixed.fixed_point(y.flatten())
@@ -1023,6 +1030,9 @@ def test_quantised_model_decodes_through_the_fixed_point_forms(monkeypatch):
 
     from ninfer.quant import gpu
 
+    # random weights from a fixed seed: with some draws this small random model's greedy leads are all near ties (0
+    # of 7 clear, H100, session 28); seed 1's are all clear
+    torch.manual_seed(1)
     graphed, weights = quant_model("qwen3.5-27b", 4, 4, lm_head_bits=4)
     eager, _ = rm.build("qwen3.5-27b", "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
     eager.graphs = None
@@ -1066,6 +1076,7 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
 
     from ninfer.quant import gpu
 
+    torch.manual_seed(5)  # random weights from a fixed seed (whose greedy leads are all clear, as in the test above)
     graphed, weights = quant_model("qwen3-8b", 2, 8, lm_head_bits=8)
     eager, _ = rm.build("qwen3-8b", "sm90", "cuda", torch.bfloat16, 512, layers=2, weights=weights)
     eager.graphs = None
@@ -1076,21 +1087,24 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
     out = {}
     # (forms taken, qmv1x launches) in 6 decode steps and the prompt's last token. A step's forms: gate_up x 2, qkv of
     # layer 1 (layer 0's norm has no add), lm_head; qmv1x with NINFER_QMV1X=all: o and down x 2 and layer 0's qkv a
-    # step, and the prompt's lm_head (the final norm makes no form for a prompt)
-    for name, r, int8, rows, want in (("graphed", graphed, True, {4}, None), ("eager", eager, True, {4}, (6 * 4, 0)),
-                                      ("o, down from their rows", eager, True, {4, 8}, (6 * 4, 6 * 5 + 1)),
-                                      ("plain", eager, False, {4, 8}, (0, 0))):
+    # step, and the prompt's lm_head (the final norm makes no form for a prompt). Every run decodes plain's greedy
+    # tokens, so that their logits compare step by step.
+    for name, r, int8, rows, want in (("plain", eager, False, {4, 8}, (0, 0)), ("graphed", graphed, True, {4}, None),
+                                      ("eager", eager, True, {4}, (6 * 4, 0)),
+                                      ("o, down from their rows", eager, True, {4, 8}, (6 * 4, 6 * 5 + 1))):
         monkeypatch.setattr(gpu, "QMV1F_INT8", int8)
         monkeypatch.setattr(gpu, "QMV1X", rows)
         r.reset()
+        for m in (r.model, *r.model.layers):  # the forms are planned again at the first step (QMV1F_INT8 differs)
+            m.fixed_planned = False
         served.clear()
         launched.clear()
-        out[name] = _greedy_logits(r, ids)
+        out[name] = _greedy_logits(r, ids, tokens=out.get("plain"))
         if want is not None:
             assert (sum(served), launched.count("qmv1x")) == want, (served, launched)
     assert eager.model.norm.fixed
     assert torch.equal(out["graphed"], out["eager"])
     for name in ("eager", "o, down from their rows"):
-        assert torch.equal(out[name].argmax(-1), out["plain"].argmax(-1)), name
+        assert _same_clear_tokens(out[name], out["plain"]), name
         err = (out[name] - out["plain"]).norm() / out["plain"].norm()
         assert 0 < err < 2e-2, (name, err)
