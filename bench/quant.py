@@ -154,10 +154,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
         split=(16,), extra=("-DQMV_FIX8P=0",)),
     "one token without a form makes it from the row (qmv1x, NINFER_QMV1X=1)": dict(split=(16,), qmv1x={4, 8}),
     "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
-    "norm: every read after its PDL wait (NINFER_NORM_EARLY=0, before session 28)": dict(split=(16,), norm_early=0),
-    "norm: only its weight before the wait (NINFER_NORM_EARLY=1)": dict(split=(16,), norm_early=1),
-    "norm: 2 blocks a row (NINFER_NORM_SPLIT=2)": dict(split=(16,), norm_split=2),
-    "norm: 4 blocks a row (NINFER_NORM_SPLIT=4)": dict(split=(16,), norm_split=4),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -170,7 +166,6 @@ def variant(label: str):
     """Set ninfer.quant.gpu up for one kernel variant of the A/B (see VARIANTS); "" restores the defaults."""
     from pathlib import Path
 
-    from ninfer.kernels import fused
     from ninfer.quant import gpu
 
     v = VARIANTS.get(label, {})
@@ -192,8 +187,6 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
-    fused.NORM_EARLY = v.get("norm_early", fused._norm_early())
-    fused.NORM_SPLIT = v.get("norm_split", fused._norm_split())
 
 
 ACT_DTYPE = torch.bfloat16  # --act-dtype

@@ -1,5 +1,6 @@
 # Session 28, call 2: the norm's reads before its PDL wait (NINFER_NORM_EARLY) and blocks a row (NINFER_NORM_SPLIT):
 # GPU tests, then A/B end to end on both models. Kernels: bash bench/precompile_sm90.sh .kc_s28.
+# Ran at commit 8654db7; the norm variants it names were removed after (measured level).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s28/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

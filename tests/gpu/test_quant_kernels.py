@@ -971,27 +971,20 @@ def test_fixed_point_burst_kernel_with_gdn_in(dtype, group, sym, hidden, conv_di
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("zc", [False, True])
 @pytest.mark.parametrize("H", [384, 1024, 4096, 5120])
-@pytest.mark.parametrize("split", [1, 2, 3, 4])
-def test_norm_writes_the_fixed_point_form(dtype, zc, H, split, monkeypatch):
+def test_norm_writes_the_fixed_point_form(dtype, zc, H):
     """add_rms_norm(..., fixed=True) on one row: the normed row as before, and bit for bit ninfer.quant.fixed's form
-    of it attached (H = 384: a block with a partly filled warp), also where `split` blocks share the row (each its
-    share of the form); several rows attach nothing."""
-    from ninfer.kernels import fused
+    of it attached (H = 384: a block with a partly filled warp); several rows attach nothing."""
     from ninfer.ops import DeviceSpec, resolve
     from ninfer.quant import fixed
-    from ninfer.reference import ops as ref_ops
 
-    monkeypatch.setattr(fused, "NORM_SPLIT", split)
     ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
     x = torch.randn(1, H, device="cuda").to(dtype)
     r = torch.randn(1, H, device="cuda").to(dtype)
     w = (torch.rand(H, device="cuda") + 0.5).to(dtype)
     w[::50] = 8  # a few outliers in the normed row
     y0, h0 = ops.add_rms_norm(x, r, w, 1e-6, zc)
-    y, h = ops.add_rms_norm(x, r, w, 1e-6, zc, fixed=True, settled=True)
+    y, h = ops.add_rms_norm(x, r, w, 1e-6, zc, fixed=True)
     assert torch.equal(y, y0) and torch.equal(h, h0) and fixed.attached(y0) is None
-    want = ref_ops.rms_norm(h0.float(), w.float(), 1e-6, zc)
-    assert ((y.float() - want).norm() / want.norm()) < 1e-2
     got = fixed.attached(y)
     assert got is not None
     xq, xg = fixed.fixed_point(y.flatten())

@@ -20,35 +20,6 @@ from .library import DTYPE_SUFFIX, KernelLibrary
 FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated")
 
 
-def _norm_early() -> int:
-    v = os.environ.get("NINFER_NORM_EARLY", "3").strip()
-    if v not in ("0", "1", "3"):
-        from ..errors import NinferError
-
-        raise NinferError(f"NINFER_NORM_EARLY={v!r} is not a setting; use 3 (the default), 1 or 0.")
-    return int(v)
-
-
-# What add_rms_norm reads before its PDL wait (fused.cuh): bit 0 the norm weight, bit 1 also the residual where the
-# caller says it is settled (written two launches back or earlier). NINFER_NORM_EARLY: 3 (the default), 1, or 0
-# (every read after the wait, as before session 28; measurements).
-NORM_EARLY: int = _norm_early()
-
-
-def _norm_split() -> int:
-    v = os.environ.get("NINFER_NORM_SPLIT", "1").strip()
-    if v not in ("1", "2", "3", "4"):
-        from ..errors import NinferError
-
-        raise NinferError(f"NINFER_NORM_SPLIT={v!r} is not a setting; use 1, 2, 3 or 4 (blocks a row).")
-    return int(v)
-
-
-# Blocks of add_rms_norm a row (fused.cuh: each reads the whole row, writes 1 / split of its outputs).
-# NINFER_NORM_SPLIT: 1 to 4.
-NORM_SPLIT: int = _norm_split()
-
-
 def fusion_enabled(name: str) -> bool:
     """``NINFER_FUSED``: unset or 1 turns on the fused ops of FUSED_OPS, 0 none (the unfused kernels, launch
     for launch), else a comma list of those on, which may add attention_merge (the split merge in the
@@ -72,11 +43,9 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
     def aligned(*ts) -> bool:
         return all(t.data_ptr() % 16 == 0 for t in ts)
 
-    def add_rms_norm(x, residual, weight, eps, zero_centered=False, fixed=False, settled=False):
+    def add_rms_norm(x, residual, weight, eps, zero_centered=False, fixed=False):
         """fixed: for one row (H % 128 == 0), the normed row is also written in the 16-bit fixed point of the
-        quantised one-token GEMV (ninfer.quant.fixed), attached to the returned row (``fixed.attach``).
-        settled: the caller knows ``residual`` was written two launches back or earlier, so the kernel may read it
-        before its PDL wait (NORM_EARLY)."""
+        quantised one-token GEMV (ninfer.quant.fixed), attached to the returned row (``fixed.attach``)."""
         s = suffix(x, "add_rms_norm")
         H = x.shape[-1]
         if (s is None or residual.dtype != x.dtype or weight.dtype != x.dtype or residual.shape != x.shape
@@ -90,20 +59,16 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
         rows = x2.shape[0]
         y = torch.empty_like(x2)  # [rows, H] the normed rows
         h = torch.empty_like(x2)  # [rows, H] the new residual stream
-        split = NORM_SPLIT if -(-H // 8 // NORM_SPLIT) <= 1024 else 1
-        # a 16-byte vector a thread (split 1) up to H = 8192, <= 4 to 32768
-        threads = min(1024, (-(-H // 8 // split) + 31) // 32 * 32)
+        threads = min(1024, (H // 8 + 31) // 32 * 32)  # a 16-byte vector a thread up to H = 8192, <= 4 to 32768
         if "-DNINFER_NORM_TWO_PASS" in lib.options:  # measurements only: the former kernel (common.cuh)
-            threads, split = min(256, max(32, threads)), 1
+            threads = min(256, max(32, threads))
         name = f"add_rms_norm_zc_{s}" if zero_centered else f"add_rms_norm_{s}"
         xq = xg = None
         if (fixed and rows == 1 and H % 128 == 0 and H <= 4 * 8 * threads  # the one-pass form writes it
                 and "-DNINFER_NORM_TWO_PASS" not in lib.options):
             xq = torch.empty(2, H, dtype=torch.int8, device=x.device)
             xg = torch.empty(H // 128, 2, dtype=torch.int32, device=x.device)
-        early = NORM_EARLY & (3 if settled else 1)
-        lib.module(x.device)[name]((rows * split,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg, early,
-                                   split)
+        lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg)
         y = y.view(x.shape)
         if xq is not None:
             attach(y, xq, xg)

@@ -14,11 +14,8 @@ class RMSNorm:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.ops.rms_norm(x, self.weight, self.eps, self.zero_centered)
 
-    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor,
-                     settled: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """The residual add fused with this norm: (norm(x + residual), x + residual). ``settled``: the caller
-        knows ``residual`` was written two launches back or earlier (ops.add_rms_norm)."""
+    def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The residual add fused with this norm: (norm(x + residual), x + residual)."""
         if self.fixed:
-            return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered, fixed=True,
-                                         settled=settled)
-        return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered, settled=settled)
+            return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered, fixed=True)
+        return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered)

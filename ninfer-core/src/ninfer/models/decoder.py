@@ -38,13 +38,11 @@ class DecoderBlock:
         it (add_rms_norm: one kernel instead of an add and a norm)."""
         if not self.fixed_planned and x.shape[0] == 1:  # at the first one-token step: weights repacked by then
             self.plan_fixed(x)
-        # settled: the residual x was written before the previous block's MLP (for the input norm) or before this
-        # block's mixer (for the post norm), each two launches or more, so the norm kernel may read it early
         if pending is None:
             a = self.input_norm(x)
         else:
-            a, x = self.input_norm.add_and_norm(pending, x, settled=True)
-        normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x, settled=True)  # h = x + mixer out
+            a, x = self.input_norm.add_and_norm(pending, x)
+        normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x)  # h = x + mixer out
         return h, self.mlp(normed)
 
     def plan_fixed(self, x: torch.Tensor) -> None:
@@ -102,7 +100,7 @@ class CausalLM:
         if pending is None:
             ctx.hidden_pre_norm = x
             return self.norm(x)
-        normed, ctx.hidden_pre_norm = self.norm.add_and_norm(pending, x, settled=True)  # x: before the last MLP
+        normed, ctx.hidden_pre_norm = self.norm.add_and_norm(pending, x)
         return normed
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

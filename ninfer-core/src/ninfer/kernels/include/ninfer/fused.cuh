@@ -18,27 +18,15 @@ namespace ninfer {
 // xq / xg (not null: one row, H % 128 == 0, the row in registers): y as well in the 16-bit fixed point of the quantised
 // one-token GEMV (fixed_point.cuh; 16 threads a group of 128 here), from the stored (rounded) y, so the GEMV sees the
 // values the model stores.
-//
-// The entry point's PDL wait is here (pdl_enter). early (the one-pass form): bit 0 requests w before it (a weight,
-// written by no kernel; after a decode step's gigabytes of weights it is a DRAM read, not an L2 hit); bit 1 requests
-// r before it as well, where the caller knows the residual stream was written two launches back or earlier (the
-// decoder's norms: a mixer or an MLP of at least two launches lies between), so that the launch just ahead had
-// waited for its writer before it let this one start. Then only x, the newest row, is read after the wait.
-//
-// split (the one-pass form, <= NV): blocks a row (grid rows x split). Every block of a row reads the whole row and
-// sums its squares in the same order, so each gets the same rs; block `part` writes h, y (and the form) of the
-// vectors in its registers j with j % split == part only. A row's outputs and its fixed-point form then come from
-// `split` SMs instead of one (a row of 5120: 640 threads' products, maxima and divisions on one SM otherwise).
 template <typename T, bool ZERO_CENTRED>
 __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *__restrict__ r,
                                              const T *__restrict__ w, T *__restrict__ y, T *__restrict__ h,
                                              int H, float eps, unsigned char *__restrict__ xq = nullptr,
-                                             int2 *__restrict__ xg = nullptr, int early = 0, int split = 1) {
+                                             int2 *__restrict__ xg = nullptr) {
     constexpr int NV = 4;
     __shared__ float scratch[32];
     const int HV = H / 8;
-    const int part = blockIdx.x % split;
-    const i64 off = (i64)(blockIdx.x / split) * H;
+    const i64 off = (i64)blockIdx.x * H;
     const uint4 *xr = reinterpret_cast<const uint4 *>(x + off);
     const uint4 *rr = reinterpret_cast<const uint4 *>(r + off);
     const uint4 *wr = reinterpret_cast<const uint4 *>(w);
@@ -47,19 +35,12 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
     if (NORM_ONE_PASS && HV <= NV * (int)blockDim.x) {  // block-uniform
         uint4 xv[NV], rv[NV], wv[NV];
 #pragma unroll
-        for (int j = 0; j < NV; j++) {  // block-uniform branches on early, split and part
-            const int v = threadIdx.x + j * blockDim.x;
-            if (v < HV && (early & 1) && j % split == part) wv[j] = wr[v];
-            if (v < HV && (early & 2)) rv[j] = rr[v];
-        }
-        pdl_enter();
-#pragma unroll
         for (int j = 0; j < NV; j++) {
             const int v = threadIdx.x + j * blockDim.x;
             if (v < HV) {
                 xv[j] = xr[v];
-                if (!(early & 2)) rv[j] = rr[v];
-                if (!(early & 1) && j % split == part) wv[j] = wr[v];
+                rv[j] = rr[v];
+                wv[j] = wr[v];
             }
         }
         float ss = 0.f;
@@ -76,14 +57,13 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
                     ss = fmaf(a[i], a[i], ss);
                 }
                 xv[j] = pack8<T>(a);  // h, exactly (a holds values representable in T)
-                if (j % split == part) hr[v] = xv[j];
+                hr[v] = xv[j];
             }
         }
         ss = row_sum(ss, scratch);
         const float rs = rsqrtf(ss / (float)H + eps);
 #pragma unroll
         for (int j = 0; j < NV; j++) {
-            if (j % split != part) continue;  // block-uniform
             const int v = threadIdx.x + j * blockDim.x;
             float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
             if (v < HV) {
@@ -100,7 +80,6 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
         }
         return;
     }
-    pdl_enter();
     float ss = 0.f;
     for (int v = threadIdx.x; v < HV; v += blockDim.x) {
         float a[8], b[8];
@@ -292,13 +271,15 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
 #define NINFER_FUSED_KERNELS(S, T)                                                                      \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
-                         int2 *xg, int early, int split) {                                              \
-        ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps, xq, xg, early, split);                    \
+                         int2 *xg) {                                                                    \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps, xq, xg);                                  \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
-                            int2 *xg, int early, int split) {                                           \
-        ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps, xq, xg, early, split);                     \
+                            int2 *xg) {                                                                 \
+        ninfer::pdl_enter();                                                                            \
+        ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps, xq, xg);                                   \
     }                                                                                                   \
     extern "C" __global__ void rope_write_kv_##S(                                                       \
         const T *q, const T *k, const T *v, const T *qn, const T *kn, const long long *pos, const float *cs, \
