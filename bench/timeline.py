@@ -78,7 +78,7 @@ def weight_groups(weights) -> dict[int, list[tuple[str, int]]]:
     return by
 
 
-def run(name: str, lm_head_bits: int, steps: int, bw: float, gap_us: float):
+def run(name: str, lm_head_bits: int, steps: int, bw: float, gap_us: float, variant: str = qb.DEFAULT):
     from timing import decode_rates
     from torch.profiler import ProfilerActivity, profile
 
@@ -92,7 +92,7 @@ def run(name: str, lm_head_bits: int, steps: int, bw: float, gap_us: float):
     for w in weights.values():
         if isinstance(w, QuantWeight):
             gpu.prepare(w)
-    qb.variant("default (per tile 1..8 tokens, split 9..16)")
+    qb.variant(variant)
     vocab = runner.cfg.vocab_size
     prompt = torch.randint(0, vocab, (512,), generator=torch.Generator().manual_seed(0)).tolist()
     tok_s, b2b = decode_rates(runner, prompt, 128)
@@ -120,7 +120,7 @@ def run(name: str, lm_head_bits: int, steps: int, bw: float, gap_us: float):
     counts = sorted({len(s) for s in st})
     span = sum(max(e[1] for e in s) - s[0][0] for s in st) / len(st)
     head = f", lm_head int{lm_head_bits}" if lm_head_bits else ""
-    print(f"\n### {name}{head}: {len(st)} steps of {counts} kernels; span under the profiler {span:.0f} us a step; "
+    print(f"\n### {name}{head}, {variant}: {len(st)} steps of {counts} kernels; span under the profiler {span:.0f} us a step; "
           f"without it {1e6 / b2b if b2b else float('nan'):.0f} us back to back, pipelined {tok_s:.1f} tok/s",
           flush=True)
     inc = defaultdict(float)
@@ -170,14 +170,20 @@ def main():
     ap.add_argument("--lm-head", default="int4", help="int8 / int4 / none, comma-separated")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--gap-us", type=float, default=200.0, help="idle time that separates two steps")
+    ap.add_argument("--variants", default=qb.DEFAULT, help="';'-separated labels of bench/quant.py's VARIANTS")
     a = ap.parse_args()
+    variants = [v.strip() for v in a.variants.split(";")]
+    unknown = [v for v in variants if v not in qb.VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}")
     bw = dec.copy_bandwidth()
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, copy bandwidth {bw / 1e12:.2f} TB/s",
           flush=True)
     for name in a.models.split(","):
         for head in a.lm_head.split(","):
-            qb.guarded(f"timeline {name}", run, name, {"none": 0, "int8": 8, "int4": 4}[head.strip()], a.steps, bw,
-                       a.gap_us)
+            for v in variants:
+                qb.guarded(f"timeline {name}", run, name, {"none": 0, "int8": 8, "int4": 4}[head.strip()], a.steps, bw,
+                           a.gap_us, v)
 
 
 if __name__ == "__main__":
