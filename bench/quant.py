@@ -154,14 +154,6 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
         split=(16,), extra=("-DQMV_FIX8P=0",)),
     "one token without a form makes it from the row (qmv1x, NINFER_QMV1X=1)": dict(split=(16,), qmv1x={4, 8}),
     "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
-    "the norm lets the next kernel launch before its wait (NINFER_NORM_TRIGGER=1)": dict(split=(16,), norm_trigger=1),
-    "the same, no bursts into L2 before the PDL wait (NINFER_NORM_TRIGGER=1, QMV_PREPF=0)": dict(
-        split=(16,), norm_trigger=1, extra=("-DQMV_PREPF=0",)),
-    "the final norm lets lm_head launch before its wait (NINFER_NORM_TRIGGER=2)": dict(split=(16,), norm_trigger=2),
-    "the input norms let the next kernel launch before their wait": dict(split=(16,), norm_trigger=2,
-                                                                          trigger_norms=("input",)),
-    "the post norms let the next kernel launch before their wait": dict(split=(16,), norm_trigger=2,
-                                                                         trigger_norms=("post",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -175,7 +167,6 @@ def variant(label: str):
     """Set ninfer.quant.gpu up for one kernel variant of the A/B (see VARIANTS); "" restores the defaults."""
     from pathlib import Path
 
-    from ninfer.kernels import fused
     from ninfer.quant import gpu
 
     v = VARIANTS.get(label, {})
@@ -197,7 +188,6 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
-    fused.NORM_TRIGGER = v.get("norm_trigger", int(os.environ.get("NINFER_NORM_TRIGGER", "0") == "1"))
 
 
 ACT_DTYPE = torch.bfloat16  # --act-dtype
@@ -428,12 +418,6 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
         kept = {op: impls[op] for op, _ in removed}
         for op, fn in removed:
             impls[op] = dataclasses.replace(impls[op], fn=fn)
-        marks = {"final": [runner.model.norm], "input": [lay.input_norm for lay in runner.model.layers],
-                 "post": [lay.post_norm for lay in runner.model.layers]}
-        chosen = VARIANTS.get(label, {}).get("trigger_norms", ("final",))  # the model marks the final norm
-        for group, norms in marks.items():
-            for nm in norms:
-                nm.trigger_first = group in chosen
         runner.graphs = CudaGraphs(runner)  # fresh captures for this configuration
         for layer in runner.model.layers:  # the norms' fixed-point form is planned again (gpu.QMV1F may differ)
             layer.fixed_planned = False

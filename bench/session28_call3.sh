@@ -1,5 +1,6 @@
 # Session 28, call 3: add_rms_norm letting the next kernel launch before its PDL wait (NINFER_NORM_TRIGGER=1), A/B end
 # to end and in the timeline; the seeded GPU model tests, also with the trigger first. Kernels: precompile_sm90.sh .kc_s28.
+# Ran at commit 51c6aab; the NINFER_NORM_TRIGGER variants it names were removed after (27B slower, 8B level to +2 %).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s28/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

@@ -1,6 +1,7 @@
 # Session 28, call 4: the norm's trigger first (NINFER_NORM_TRIGGER=1) with and without the int4 GEMVs' bursts into L2
 # before their PDL wait (QMV_PREPF), A/B end to end. Kernels: precompile_sm90.sh .kc_s28, then
 # precompile_quant_variants.sh .kc_s28 "-DQMV_PREPF=0".
+# Ran at commit 51c6aab; the NINFER_NORM_TRIGGER variants it names were removed after (27B slower, 8B level to +2 %).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s28/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

@@ -1,5 +1,6 @@
 # Session 28, call 5: which norms gain from letting the next kernel launch before their PDL wait: the final norm
 # (lm_head after it), the input norms, the post norms, all (NINFER_NORM_TRIGGER). Kernels as call 3/4 (.kc_s28).
+# Ran at commit 51c6aab; the NINFER_NORM_TRIGGER variants it names were removed after (27B slower, 8B level to +2 %).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s28/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

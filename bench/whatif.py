@@ -35,7 +35,7 @@ from timing import decode_rates  # noqa: E402
 from ninfer.kernels.library import ATTN_CLUSTER_FORMS  # noqa: E402
 
 
-def _no_norm(x, residual, weight, eps, zero_centered=False, fixed=False, trigger_first=False):
+def _no_norm(x, residual, weight, eps, zero_centered=False, fixed=False):
     return x, residual
 
 

@@ -20,11 +20,6 @@ from .library import DTYPE_SUFFIX, KernelLibrary
 FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated")
 
 
-# add_rms_norm lets the next kernel launch before its PDL wait (fused.cuh: pdl_norm_enter): NINFER_NORM_TRIGGER=1 every
-# norm, 2 (measurements) the norms the caller marks (trigger_first), 0 none.
-NORM_TRIGGER: int = int(os.environ.get("NINFER_NORM_TRIGGER", "0").strip() or 0)
-
-
 def fusion_enabled(name: str) -> bool:
     """``NINFER_FUSED``: unset or 1 turns on the fused ops of FUSED_OPS, 0 none (the unfused kernels, launch
     for launch), else a comma list of those on, which may add attention_merge (the split merge in the
@@ -48,7 +43,7 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
     def aligned(*ts) -> bool:
         return all(t.data_ptr() % 16 == 0 for t in ts)
 
-    def add_rms_norm(x, residual, weight, eps, zero_centered=False, fixed=False, trigger_first=False):
+    def add_rms_norm(x, residual, weight, eps, zero_centered=False, fixed=False):
         """fixed: for one row (H % 128 == 0), the normed row is also written in the 16-bit fixed point of the
         quantised one-token GEMV (ninfer.quant.fixed), attached to the returned row (``fixed.attach``)."""
         s = suffix(x, "add_rms_norm")
@@ -73,8 +68,7 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
                 and "-DNINFER_NORM_TWO_PASS" not in lib.options):
             xq = torch.empty(2, H, dtype=torch.int8, device=x.device)
             xg = torch.empty(H // 128, 2, dtype=torch.int32, device=x.device)
-        trig = int(NORM_TRIGGER == 1 or NORM_TRIGGER == 2 and trigger_first)
-        lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg, trig)
+        lib.module(x.device)[name]((rows,), (threads,), x2, r2, weight, y, h, H, float(eps), xq, xg)
         y = y.view(x.shape)
         if xq is not None:
             attach(y, xq, xg)

@@ -10,12 +10,12 @@ class RMSNorm:
         self.ops, self.dim, self.eps, self.zero_centered = ops, dim, eps, zero_centered
         self.weight: torch.Tensor | None = None  # [dim]
         self.fixed = False  # also write one row in the int4 GEMV's fixed-point form (ninfer.quant.fixed)
-        self.trigger_first = False  # a GEMV follows that may launch before this norm waits (ops.add_rms_norm)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.ops.rms_norm(x, self.weight, self.eps, self.zero_centered)
 
     def add_and_norm(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The residual add fused with this norm: (norm(x + residual), x + residual)."""
-        return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered, fixed=self.fixed,
-                                     trigger_first=self.trigger_first)
+        if self.fixed:
+            return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered, fixed=True)
+        return self.ops.add_rms_norm(x, residual, self.weight, self.eps, self.zero_centered)

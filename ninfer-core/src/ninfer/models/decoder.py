@@ -77,7 +77,6 @@ class CausalLM:
         self.kv_index = {layer: i for i, layer in enumerate(attn)}
         self.layers = [DecoderBlock(cfg, ops, i, self.kv_index.get(i, -1)) for i in range(cfg.num_layers)]
         self.norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
-        self.norm.trigger_first = True  # lm_head follows
         self.lm_head = Linear(ops, cfg.hidden_size, cfg.vocab_size)
         self.extra_weights: dict[str, torch.Tensor] = {}  # e.g. mtp.* kept for the MTP drafter
         self.fixed_planned = False

@@ -133,8 +133,7 @@ def write_kv(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: t
 
 
 def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
-                 zero_centered: bool = False, fixed: bool = False,
-                 trigger_first: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                 zero_centered: bool = False, fixed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The residual add and the RMSNorm after it: h = x + residual (in x's dtype) -> (rms_norm(h), h).
     ``fixed`` asks a GPU kernel to attach the quantised GEMV's fixed-point form of the row (ninfer.quant.fixed);
     here nothing is attached, and a quantised GEMV takes the row itself."""

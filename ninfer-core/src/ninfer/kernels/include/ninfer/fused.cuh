@@ -9,16 +9,6 @@
 
 namespace ninfer {
 
-// The residual add + norm's PDL entry. trigger_first (fused.NORM_TRIGGER): let the next kernel launch before waiting,
-// so that the GEMV after the norm (which reads only weights before its own wait) has its blocks resident and its first
-// weights in flight during the tail of the GEMV before the norm, not only during the norm. Its wait still follows the
-// norm's completion, so what it reads after the wait is right either way.
-__device__ __forceinline__ void pdl_norm_enter(int trigger_first) {
-    if (trigger_first) pdl_trigger();
-    pdl_wait();
-    if (!trigger_first) pdl_trigger();
-}
-
 // h = x + r (stored in T), y = rms_norm(h) * w (or * (1 + w)). One block per row, blockDim.x a multiple
 // of 32. x, r, h, y: [rows, H] contiguous, H % 8 == 0, 16-byte aligned. A row of at most 4 * blockDim.x
 // vectors (the launcher's choice up to H = 32768) is held in registers: x, r and w are read once, all
@@ -281,14 +271,14 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
 #define NINFER_FUSED_KERNELS(S, T)                                                                      \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
-                         int2 *xg, int trigger_first) {                                                 \
-        ninfer::pdl_norm_enter(trigger_first);                                                          \
+                         int2 *xg) {                                                                    \
+        ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps, xq, xg);                                  \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
-                            int2 *xg, int trigger_first) {                                              \
-        ninfer::pdl_norm_enter(trigger_first);                                                          \
+                            int2 *xg) {                                                                 \
+        ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps, xq, xg);                                   \
     }                                                                                                   \
     extern "C" __global__ void rope_write_kv_##S(                                                       \
