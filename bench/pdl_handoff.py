@@ -99,12 +99,20 @@ def main():
     def norm():
         ops.add_rms_norm(x, r, nw, 1e-6, True, fixed=True)
 
+    def norm_no_form():
+        ops.add_rms_norm(x, r, nw, 1e-6, True)
+
+    def rms():  # the plain norm, no residual add, no form
+        ops.rms_norm(x, nw, 1e-6, True)
+
     chains = {  # name: the kernels of one link, repeated
         "stream -> stream": [stream, stream],
         "stream -> empty": [stream, empty],
         "stream -> empty -> empty": [stream, empty, empty],
         "stream -> norm": [stream, norm],
         "stream -> norm -> empty": [stream, norm, empty],
+        "stream -> norm without the form": [stream, norm_no_form],
+        "stream -> rms_norm alone": [stream, rms],
     }
     reps = 24
     for name, link in chains.items():
