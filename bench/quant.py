@@ -49,7 +49,8 @@ LEGACY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "quant_legacy_
 
 
 VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .cu; extra: -D options; split: the kernel
-    # widths taking the split form, all by default; block: threads a split block; min_chunks: SK_MIN_CHUNKS)
+    # widths taking the split form, all by default; block: threads a split block; min_chunks: SK_MIN_CHUNKS;
+    # backend_opts: -D options of the sm90 backend's kernels)
     "qmma previous (881a477)": dict(split=(), source=LEGACY),
     "qmma per tile, shared-memory ring": dict(split=(), extra=("-DQM_SMEM_RING",)),
     "qmma per tile, QM_RAW": dict(split=(), extra=("-DQM_RAW",)),
@@ -154,6 +155,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
         split=(16,), extra=("-DQMV_FIX8P=0",)),
     "one token without a form makes it from the row (qmv1x, NINFER_QMV1X=1)": dict(split=(16,), qmv1x={4, 8}),
     "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
+    "the forms' q through a division (-DNINFER_FIXED_DIV=1, before session 28)": dict(
+        split=(16,), backend_opts=("-DNINFER_FIXED_DIV=1",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -161,6 +164,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
 }
 DEFAULT = "default (per tile 1..8 tokens, split 9..16)"  # the launcher's defaults
 QMMA_VARIANTS = ("qmma per tile (previous default)", DEFAULT)
+
+
+_BACKEND_OPTS = None
 
 
 def variant(label: str):
@@ -188,6 +194,12 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
+    global _BACKEND_OPTS  # the sm90 backend's build: its options plus the variant's backend_opts
+    import ninfer_sm90
+
+    if _BACKEND_OPTS is None:
+        _BACKEND_OPTS = ninfer_sm90.LIBRARY.options
+    ninfer_sm90.LIBRARY.set_options(_BACKEND_OPTS + tuple(v.get("backend_opts", ())))
 
 
 ACT_DTYPE = torch.bfloat16  # --act-dtype

@@ -2,9 +2,10 @@
 integer tensor cores (qgemv.cu ``qmv1f*``): made by the norm before the GEMV (fused.cuh ``add_rms_norm`` with
 ``fixed=True``) and attached to the normed row, so the GEMV reads bytes instead of converting each code to bf16 or fp16.
 Where no op writes it (down, lm_head), ``qmv1x`` makes the same form per burst from the row in the warp that uses it
-(``gpu.QMV1X``), dividing through a reciprocal, so a value's q may differ from :func:`fixed_point`'s by one.
+(``gpu.QMV1X``).
 
-Per group of 128 values: ``sx = max |x| / 32512`` (1 for a zero group), ``q = rint(x / sx)`` (ties to even), so
+Per group of 128 values: ``sx = max |x| / 32512`` (1 for a zero group), ``q = rint(x * (1 / sx))`` (the reciprocal
+rounded to float32, the product exact, rounded once, ties to even: one FMA in the kernels, fixed_point.cuh), so
 ``x ~ sx q`` with ``|q| <= 32512``; ``q = 256 hi + lo`` with ``hi = floor((q + 128) / 256)`` and ``lo`` in
 [-128, 127], both signed bytes. ``xq`` int8 [2, K]: hi then lo, in the order of :func:`k_order`, the k a lane of
 the tiled int4 packing holds (ninfer.quant.layout.pack_tiles; the int8 GEMV puts its codes in the same order, one
@@ -37,7 +38,8 @@ def fixed_point(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     xf = x.float().reshape(-1, GROUP)
     m = xf.abs().amax(-1, keepdim=True)
     sx = torch.where(m > 0, m / torch.full_like(m, QMAX), torch.ones_like(m))  # (a true division, as the kernel's)
-    q = torch.round(xf / sx).clamp(-QMAX, QMAX).to(torch.int32)
+    inv = torch.ones_like(sx) / sx  # float32, correctly rounded, as __frcp_rn
+    q = torch.round(xf.double() * inv.double()).to(torch.int32)  # the product of two floats is exact in float64
     hi = torch.div(q + 128, 256, rounding_mode="floor")
     lo = q - 256 * hi
     order = k_order(x.numel(), x.device)

@@ -1,6 +1,7 @@
 #pragma once
 // One token's activations in the 16-bit fixed point of the quantised int4 one-token GEMV (ninfer.quant.fixed,
-// qgemv.cu qmv1f*): per group of 128 values sx = max |x| / 32512 (1 for a zero group), q = rint(x / sx), q = 256 hi + lo
+// qgemv.cu qmv1f*): per group of 128 values sx = max |x| / 32512 (1 for a zero group), q = rint(x * (1 / sx)) (the
+// reciprocal rounded to float, the product exact, rounded once, ties to even), q = 256 hi + lo
 // with hi, lo signed bytes, stored in the GEMV's k order (8 consecutive values: two words of hi, two of lo, bytes
 // (0, 2, 1, 3) of each 4); xg[group] = {sx bits, sum of q}. Written by the norm before the GEMV (fused.cuh), by the
 // SwiGLU GEMV's epilogue for the down projection (qgemv.cu), by the attention output gate (elementwise.cuh) and by
@@ -9,9 +10,19 @@
 
 namespace ninfer {
 
-// q (= 256 hi + lo, |q| <= 32512) of value a in group scale sx, as fixed_group16 makes them.
-__device__ __forceinline__ int fixed_q(float a, float sx) {
-    return max(-32512, min(32512, __float2int_rn(__fdiv_rn(a, sx))));
+// NINFER_FIXED_DIV (measurements only): q through a division, max(-32512, min(32512, rint(a / sx))), as before session
+// 28 (about 3 q in 10 000 of random bf16 rows differ by one from the reciprocal's).
+#ifndef NINFER_FIXED_DIV
+#define NINFER_FIXED_DIV 0
+#endif
+
+// q (= 256 hi + lo, |q| <= 32512) of value a in a group of scale sx and inv = __frcp_rn(sx): a * inv + 1.5 2^23 in
+// one FMA lies in [2^23, 2^24), where a float's step is 1, so it is rounded at the units (ties to even) and its bits
+// less 1.5 2^23's are q. |a| <= 32512 sx, so |q| <= 32512 (a * inv is within 2^-22 of a / sx). A division per value
+// cost the norm kernel ~0.9 of its 3.2 us (bench/pdl_handoff.py, session 28).
+__device__ __forceinline__ int fixed_q(float a, float sx, float inv) {
+    if (NINFER_FIXED_DIV) return max(-32512, min(32512, __float2int_rn(__fdiv_rn(a, sx))));
+    return (int)(__float_as_uint(fmaf(a, inv, 12582912.f)) - 0x4B400000u);
 }
 
 // A group of 128 values held by 16 consecutive lanes (a half warp), 8 each: values 8v .. 8v + 7 of a row of H in a,
@@ -24,11 +35,11 @@ __device__ __forceinline__ void fixed_group16(const float (&a)[8], int v, bool v
     for (int i = 0; i < 8; i++) m = fmaxf(m, fabsf(a[i]));
 #pragma unroll
     for (int o = 8; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));  // the 16 of a group
-    const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
+    const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f, inv = __frcp_rn(sx);
     int hi[8], lo[8], qs = 0;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const int q = fixed_q(a[i], sx);
+        const int q = fixed_q(a[i], sx, inv);
         qs += q;
         hi[i] = (q + 128) >> 8;
         lo[i] = q - 256 * hi[i];
@@ -57,11 +68,11 @@ __device__ __forceinline__ void fixed_group32(const float (&a)[4], int grp, unsi
     for (int i = 0; i < 4; i++) m = fmaxf(m, fabsf(a[i]));
 #pragma unroll
     for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f;
+    const float sx = m > 0.f ? __fdiv_rn(m, 32512.f) : 1.f, inv = __frcp_rn(sx);
     int hi[4], lo[4], qs = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int q = fixed_q(a[i], sx);
+        const int q = fixed_q(a[i], sx, inv);
         qs += q;
         hi[i] = (q + 128) >> 8;
         lo[i] = q - 256 * hi[i];
@@ -82,9 +93,8 @@ __device__ __forceinline__ void fixed_group32(const float (&a)[4], int grp, unsi
 // The form of one burst of a one-token GEMV (qgemv.cu qmv1x*), made by the warp that multiplies it from the 16-bit
 // float row, where no op before the GEMV writes the form (down, lm_head). The burst's KB values
 // (256 int4, 128 int8), VPL a lane, become the form's bytes of ninfer.quant.fixed (hi, lo planes in k_order, KB / 4
-// words each) in ``buf``; sx and the sum of q of the lane's 128-k group come back in every lane of it. q = rint(x / sx)
-// through x * (1 / sx) + 1.5 2^23 + 128, whose low 16 bits are q + 128: hi is its byte 1, lo its byte 0 ^ 0x80 (the
-// reciprocal may put q one from fixed_q's where x / sx lies within float rounding of a half).
+// words each) in ``buf``; sx and the sum of q of the lane's 128-k group come back in every lane of it. q as fixed_q makes
+// it, through x * (1 / sx) + 1.5 2^23 + 128, whose low 16 bits are q + 128: hi is its byte 1, lo its byte 0 ^ 0x80.
 template <typename T, int KB>
 __device__ __forceinline__ void fixed_burst(const T *__restrict__ xk, unsigned *buf, int lane, float &sx, int &qs) {
     constexpr int VPL = KB / 32, LPG = 128 / VPL;  // values a lane; lanes a 128-k group
