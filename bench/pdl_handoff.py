@@ -18,10 +18,8 @@ GEMV's ramp.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import tempfile
 import time
 from collections import defaultdict
 
@@ -55,21 +53,9 @@ extern "C" __global__ void empty_kernel(float *out) {
 """
 
 
-def kernel_rows(prof) -> list[tuple[float, float, str]]:
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        trace = json.load(f)
-    os.unlink(path)
-    rows = [(float(e["ts"]), float(e["ts"]) + float(e["dur"]), e["name"]) for e in trace.get("traceEvents", [])
-            if e.get("cat") == "kernel" and "dur" in e]
-    rows.sort()
-    return rows
-
-
 def main():
     import decode as dec
+    from timeline import kernel_events
     from torch.profiler import ProfilerActivity, profile
 
     from ninfer.kernels.launch import Module
@@ -135,11 +121,11 @@ def main():
                 g.replay()
                 torch.cuda.synchronize()
                 time.sleep(0.002)  # an idle gap between replays
-        rows = kernel_rows(prof)
+        rows = kernel_events(prof)
         inc, cnt, own = defaultdict(float), defaultdict(int), defaultdict(float)
         end = None
         pos = 0
-        for t0, t1, _ in rows:
+        for t0, t1, _, _ in rows:
             if end is None or t0 - end > 50:  # a new replay
                 end, pos = t0, 0
             label = f"{pos % len(link)}:{link[pos % len(link)].__name__}"

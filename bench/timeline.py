@@ -32,10 +32,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quant as qb  # noqa: E402
 
 
-def kernel_events(path: str) -> list[tuple[float, float, str, int]]:
-    """(start us, end us, name, grid x) of every kernel in a chrome trace, in start order."""
+def kernel_events(prof) -> list[tuple[float, float, str, int]]:
+    """(start us, end us, name, grid x) of every kernel a torch profiler recorded (its chrome trace), in start order."""
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    prof.export_chrome_trace(path)
     with open(path) as f:
         trace = json.load(f)
+    os.unlink(path)
     out = []
     for ev in trace.get("traceEvents", []):
         if ev.get("cat") == "kernel" and "dur" in ev:
@@ -108,11 +112,7 @@ def run(name: str, lm_head_bits: int, steps: int, bw: float, gap_us: float, vari
             torch.cuda.synchronize()
             time.sleep(0.0005)  # an idle gap the steps are cut at
         torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    prof.export_chrome_trace(path)
-    events = kernel_events(path)
-    os.unlink(path)
+    events = kernel_events(prof)
     st = [s for s in split_steps(events, gap_us) if len(s) > 10]
     if not st:
         print(f"FAILED {name}: no kernel records in the trace ({len(events)} events)", flush=True)
