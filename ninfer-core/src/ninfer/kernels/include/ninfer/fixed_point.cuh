@@ -18,8 +18,8 @@ namespace ninfer {
 
 // q (= 256 hi + lo, |q| <= 32512) of value a in a group of scale sx and inv = __frcp_rn(sx): a * inv + 1.5 2^23 in
 // one FMA lies in [2^23, 2^24), where a float's step is 1, so it is rounded at the units (ties to even) and its bits
-// less 1.5 2^23's are q. |a| <= 32512 sx, so |q| <= 32512 (a * inv is within 2^-22 of a / sx). A division per value
-// cost the norm kernel ~0.9 of its 3.2 us (bench/pdl_handoff.py, session 28).
+// less 1.5 2^23's are q. |a| <= 32512 sx, so |q| <= 32512 (a * inv is within a relative 2^-22 of a / sx). The norm
+// kernel's form took ~0.9 of its 3.2 us with a division per value, ~0.5 of 2.8 us so (H100, bench/pdl_handoff.py).
 __device__ __forceinline__ int fixed_q(float a, float sx, float inv) {
     if (NINFER_FIXED_DIV) return max(-32512, min(32512, __float2int_rn(__fdiv_rn(a, sx))));
     return (int)(__float_as_uint(fmaf(a, inv, 12582912.f)) - 0x4B400000u);
