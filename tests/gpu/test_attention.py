@@ -166,3 +166,71 @@ def _kv_write_then_attention(backend, Hq, Hk, D, T):
         assert err < TOL, (step, err)
         # the new keys carry the attention: the output is near this step's values, not the cache's poison
         assert float(out.float().abs().max()) < 10.0, step
+
+
+@pytest.mark.parametrize("Hq,Hk,D", [(24, 4, 256), (32, 8, 128), (16, 16, 64)])
+@pytest.mark.parametrize("T,L", [(1, 1), (1, 640), (1, 20000), (4, 700), (16, 16)])
+@pytest.mark.parametrize("block_rows", [8, 4])
+def test_attention_gated_is_attention_then_the_gate(backend, Hq, Hk, D, T, L, block_rows, monkeypatch):
+    """attention_gated (the output gate applied by the combine kernel in decode and verify) gives bit for bit the
+    backend's paged_attention followed by its sigmoid_mul, the gate a strided view into a q projection's output as
+    the layer passes it; for one token with fixed=True, the fixed-point form sigmoid_mul attaches (the form of the
+    stored output). It launches no sigmoid_mul, except for a form whose 128-value groups span heads (D = 64), where
+    it composes the two. Against the float32 reference too."""
+    from ninfer.kernels import attention
+    from ninfer.kernels.launch import Module
+    from ninfer.quant import fixed as fx
+
+    monkeypatch.setattr(attention, "BLOCK_ROWS", block_rows)
+    names, lookup = [], Module.__getitem__
+    monkeypatch.setattr(Module, "__getitem__", lambda self, name: names.append(name) or lookup(self, name))
+    bs = 64
+    for dtype in backend_dtypes(backend):
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
+        used = (L + bs - 1) // bs
+        pool = used + 5
+        block_table = torch.zeros(32768 // bs, device="cuda", dtype=torch.int32)
+        block_table[:used] = torch.randperm(pool, device="cuda")[:used].to(torch.int32)
+        kc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+        vc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+        q = torch.randn(T, Hq, D, device="cuda").to(dtype)
+        qkv = (torch.randn(T, Hq * 2 * D + 2 * Hk * D, device="cuda") * 3).to(dtype)
+        gate = qkv[:, : Hq * 2 * D].view(T, Hq, 2 * D)[..., D:]  # [T, Hq, D] at strides (row, 2D, 1)
+        positions = torch.arange(L - T, L, device="cuda")
+        scale = D ** -0.5
+        for fixed in (False, True):
+            want = ops.sigmoid_mul(ops.paged_attention(q, kc, vc, block_table, positions, scale), gate, fixed)
+            names.clear()
+            poison_allocator()
+            got = ops.attention_gated(q, kc, vc, block_table, positions, scale, gate, fixed)
+            assert got.shape == (T, Hq, D) and got.dtype == dtype
+            assert torch.equal(got, want), (dtype, fixed)
+            fused = not (fixed and T == 1 and D % 128)
+            assert any(n.startswith("attention_combine_gate") for n in names) == fused, names
+            assert any(n.startswith("sigmoid_mul") for n in names) != fused, names
+            form, want_form = fx.attached(got), fx.attached(want)
+            assert (form is None) == (want_form is None) == (not fixed or T > 1), (dtype, fixed, T, D)
+            if form is not None:
+                assert torch.equal(form[0], want_form[0]) and torch.equal(form[1], want_form[1])
+                xq, xg = fx.fixed_point(got.flatten())
+                assert torch.equal(form[0], xq) and torch.equal(form[1], xg)
+        exact = ref.attention_gated(q.float(), kc.float(), vc.float(), block_table, positions, scale, gate.float())
+        assert rel_l2(got, exact) < TOL
+
+
+def test_attention_gated_in_prefill_composes(backend):
+    """A prefill chunk (T past the decode kernels' 16) runs torch SDPA and the gate after it: the same values as
+    the reference."""
+    for dtype in backend_dtypes(backend):
+        ops = resolve(backend, DeviceSpec.of(torch.device("cuda"), dtype))
+        T, Hq, Hk, D, bs = 40, 24, 4, 256, 16
+        pool = 8
+        block_table = torch.randperm(pool, device="cuda").to(torch.int32)
+        kc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+        vc = torch.randn(pool, bs, Hk, D, device="cuda").to(dtype)
+        q = torch.randn(T, Hq, D, device="cuda").to(dtype)
+        gate = torch.randn(T, Hq, 2 * D, device="cuda").to(dtype)[..., :D]
+        positions = torch.arange(T, device="cuda")
+        got = ops.attention_gated(q, kc, vc, block_table, positions, D ** -0.5, gate)
+        want = ref.attention_gated(q.float(), kc.float(), vc.float(), block_table, positions, D ** -0.5, gate.float())
+        assert got.shape == (T, Hq, D) and rel_l2(got, want) < TOL

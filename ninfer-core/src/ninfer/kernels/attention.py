@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 from ..errors import NinferError
+from ..quant.fixed import attach
 from ..reference import ops as ref
 from .fused import fusion_enabled
 from .library import ATTN_CLUSTER_FORMS, ATTN_HEAD_DIMS, DTYPE_SUFFIX, KernelLibrary
@@ -133,8 +134,14 @@ def prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale):
     return o[0].transpose(0, 1).contiguous()  # [T, Hq, D]
 
 
-def make_paged_attention(lib: KernelLibrary):
+def make_paged_attention(lib: KernelLibrary, sigmoid_mul=None):
+    """paged_attention(q, k_cache, v_cache, block_table, positions, scale, gate=None, fixed=False): with a gate
+    (``attention_gated``), decode and verify through split + combine apply it in the combine kernel
+    (``attention_combine_gate_*``; for one token with fixed the gated row's fixed-point form attached, as
+    ``sigmoid_mul`` attaches it, where D % 128 == 0); every other path composes ``sigmoid_mul`` (the backend's
+    launcher)."""
     warps = lib.tuning("NINFER_ATTN_WARPS", 4)
+    sigmoid_mul = sigmoid_mul or ref.sigmoid_mul
     # Opt-in (NINFER_FUSED=...,attention_merge): the split kernel's last block per (kv head, row chunk)
     # merges the splits, no combine launch, while they fit its shared weights. Slower on the H200.
     combine_in_split = fusion_enabled("attention_merge")
@@ -148,16 +155,23 @@ def make_paged_attention(lib: KernelLibrary):
             c = counters[device.index] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
         return c
 
-    def paged_attention(q, k_cache, v_cache, block_table, positions, scale):
+    def gate_fits(gate, q) -> bool:  # what the combine kernel reads: [T, Hq, D], 16-byte rows of 8 along D
+        return (gate.shape == q.shape and gate.dtype == q.dtype and gate.stride(2) == 1 and gate.stride(1) % 8 == 0
+                and gate.stride(0) % 8 == 0 and gate.data_ptr() % 16 == 0)
+
+    def gated(out, gate, fixed):
+        return out if gate is None else sigmoid_mul(out, gate, fixed)
+
+    def paged_attention(q, k_cache, v_cache, block_table, positions, scale, gate=None, fixed=False):
         T, Hq, D = q.shape
         nblocks, bs, Hk, Dk = k_cache.shape
         s = DTYPE_SUFFIX.get(q.dtype) if q.is_cuda and q.dtype in lib.dtypes else None
         if (s is None or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype or D not in ATTN_HEAD_DIMS
                 or Dk != D or Hq % Hk or q.stride(2) != 1 or q.stride(1) != D or q.stride(0) % 8
                 or not (k_cache.is_contiguous() and v_cache.is_contiguous())):
-            return ref.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
+            return gated(ref.paged_attention(q, k_cache, v_cache, block_table, positions, scale), gate, fixed)
         if T > DECODE_MAX_TOKENS:
-            return prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale)
+            return gated(prefill_sdpa(q, k_cache, v_cache, block_table, positions, scale), gate, fixed)
         bt = block_table if block_table.dtype == torch.int32 else block_table.to(torch.int32)
         bt = bt.contiguous()
         pos = positions if positions.dtype == torch.int64 else positions.to(torch.int64)
@@ -168,11 +182,11 @@ def make_paged_attention(lib: KernelLibrary):
             out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)
             mod[f"attention_{form}_{s}_d{D}"]((Hk, nc), (nw * 32,), q, k_cache, v_cache, bt, pos.contiguous(), out,
                                               Hq, Hk, bs, q.stride(0), float(scale), cluster=(1, nc, 1))
-            return out
+            return gated(out, gate, fixed)
         C = split_size(bt.shape[0] * bs)
         S = (bt.shape[0] * bs + C - 1) // C
         if S > MAX_SPLITS:  # a block table beyond 256K tokens: more splits than the combine kernel holds
-            return ref.paged_attention(q, k_cache, v_cache, block_table, positions, scale)
+            return gated(ref.paged_attention(q, k_cache, v_cache, block_table, positions, scale), gate, fixed)
         part_o = torch.empty(T, Hq, S, D, dtype=torch.float32, device=q.device)  # [T, Hq, S, D]
         part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
@@ -186,12 +200,22 @@ def make_paged_attention(lib: KernelLibrary):
             mod[f"attention_split_combine_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt,
                                                      pos.contiguous(), part_o, part_ml, T, Hq, Hk, bs, S, C,
                                                      rule, q.stride(0), float(scale), out, ctr)
-            return out
+            return gated(out, gate, fixed)
         form = "1" if rpb <= PASS_ROWS else ""  # the one-pass / two-pass entry point
         mod[f"attention_split{form}_{s}_d{D}"]((Hk, S, chunks), (warps * 32,), q, k_cache, v_cache, bt,
                                                 pos.contiguous(), part_o, part_ml, T, Hq, Hk, bs, S, C, rule,
                                                 q.stride(0), float(scale))
-        mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, rule, D)
+        if gate is None or not gate_fits(gate, q) or (fixed and T == 1 and D % 128):  # (a form group spans heads)
+            mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, rule, D)
+            return gated(out, gate, fixed)
+        xq = xg = None
+        if fixed and T == 1 and D % 128 == 0:  # the gated row's form, a half warp a group of 128 (fixed_group16)
+            xq = torch.empty(2, Hq * D, dtype=torch.int8, device=q.device)
+            xg = torch.empty(Hq * D // 128, 2, dtype=torch.int32, device=q.device)
+        mod[f"attention_combine_gate_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, rule,
+                                           D, gate, gate.stride(0), gate.stride(1), xq, xg)
+        if xq is not None:
+            attach(out, xq, xg)
         return out
 
     return paged_attention

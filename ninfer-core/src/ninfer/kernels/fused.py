@@ -17,7 +17,8 @@ from . import gemv as _gemv
 from .library import DTYPE_SUFFIX, KernelLibrary
 
 # the ops each backend registers from here: removing one serves it by the reference op instead
-FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated")
+FUSED_OPS = ("add_rms_norm", "rope_write_kv", "linear_silu_mul", "gdn_in_proj", "gdn_recurrent_gated",
+             "attention_gated")
 
 
 def fusion_enabled(name: str) -> bool:
@@ -167,5 +168,12 @@ def make_fused_ops(lib: KernelLibrary, base: dict) -> dict:
                                    conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, H)
         return y[:, :conv_dim], y[:, conv_dim:], g, beta
 
+    def attention_gated(q, k_cache, v_cache, block_table, positions, scale, gate, fixed=False):
+        """Decode attention with Qwen3.5's output gate applied by its combine kernel (kernels/attention.py)."""
+        if on["attention_gated"]:
+            return base["paged_attention"](q, k_cache, v_cache, block_table, positions, scale, gate=gate, fixed=fixed)
+        return base["sigmoid_mul"](base["paged_attention"](q, k_cache, v_cache, block_table, positions, scale),
+                                   gate, fixed)
+
     return {"add_rms_norm": add_rms_norm, "rope_write_kv": rope_write_kv, "linear_silu_mul": linear_silu_mul,
-            "gdn_in_proj": gdn_in_proj}
+            "gdn_in_proj": gdn_in_proj, "attention_gated": attention_gated}

@@ -42,8 +42,8 @@ def _family_names(suffix: str) -> list[str]:
     names += [f"gemv_{p}{suffix}_t1_r2_k{k}" for p in ("", "gdn_in_") for k in GEMV_PAIR_SPLITS]
     names += [n.format(s=suffix) for n in GEMV_MMA_KERNELS]
     names += [f"{op}_{suffix}" for op in ("rms_norm", "rms_norm_zc", "rms_norm_gated", "rope", "silu_mul",
-                                          "write_kv", "argmax", "argmax_part", "attention_combine", "gdn_gates",
-                                          "sigmoid_mul")]
+                                          "write_kv", "argmax", "argmax_part", "attention_combine",
+                                          "attention_combine_gate", "gdn_gates", "sigmoid_mul")]
     names += [f"attention_split{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ("", "1", "_combine")]
     names += [f"attention_{c}_{suffix}_d{d}" for d in ATTN_HEAD_DIMS for c in ATTN_CLUSTER_FORMS]
     names += [f"{op}_{suffix}" for op in FUSED_KERNELS]

@@ -200,7 +200,7 @@ def make_ops(lib: KernelLibrary) -> dict:
     linear.mma = mma  # the fused gate_up + SwiGLU GEMV launches the same kernel family
     base = {"linear": linear, "rms_norm": rms_norm, "rms_norm_gated": rms_norm_gated, "rope": rope,
             "silu_mul": silu_mul, "write_kv": write_kv, "argmax": argmax, "sigmoid_mul": sigmoid_mul,
-            "paged_attention": make_paged_attention(lib), "gdn_gates": make_gdn_gates(lib), **make_gdn_ops(lib, rms_norm_gated)}
+            "paged_attention": make_paged_attention(lib, sigmoid_mul), "gdn_gates": make_gdn_gates(lib), **make_gdn_ops(lib, rms_norm_gated)}
     return {**base, **make_fused_ops(lib, base)}
 
 

@@ -67,7 +67,12 @@ class Attention:
                 q, k = self.q_norm(q), self.k_norm(k)
             q, k = self.ops.rope(q, k, ctx.positions, ctx.cos_sin)
             self.ops.write_kv(k, v, k_cache, v_cache, ctx.slots)
-        o = self.ops.paged_attention(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale)
-        if gate is not None:  # [T, hq, d]; for one token with o's fixed-point form where planned
-            o = self.ops.sigmoid_mul(o, gate, fixed=True) if self.fixed_out and T == 1 else self.ops.sigmoid_mul(o, gate)
+        fixed = self.fixed_out and T == 1  # o's fixed-point form with the gated row, where planned
+        if gate is not None and isinstance(k_cache, torch.Tensor):  # the gate [T, hq, d] in attention's last kernel
+            o = self.ops.attention_gated(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale, gate,
+                                         fixed)
+        else:
+            o = self.ops.paged_attention(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale)
+            if gate is not None:
+                o = self.ops.sigmoid_mul(o, gate, fixed=fixed)
         return self.o(carried(o, o.reshape(T, self.hq * self.d)))

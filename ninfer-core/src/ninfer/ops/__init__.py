@@ -97,7 +97,7 @@ def resolve(backend: str, spec: DeviceSpec, kv_format: str = "bf16", weight_layo
     impls = all_impls()
 
     def fits(impl: OpImpl) -> bool:  # attention and KV writes serve one KV format; "linear" one layout
-        if impl.op in ("paged_attention", "write_kv") and impl.kv_format != kv_format:
+        if impl.op in ("paged_attention", "write_kv", "attention_gated") and impl.kv_format != kv_format:
             return False
         return impl.op != "linear" or impl.weight_layout == weight_layout
 

@@ -194,6 +194,13 @@ def sigmoid_mul(x: torch.Tensor, gate: torch.Tensor, fixed: bool = False) -> tor
     return x * torch.sigmoid(gate)
 
 
+def attention_gated(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                    positions: torch.Tensor, scale: float, gate: torch.Tensor, fixed: bool = False) -> torch.Tensor:
+    """Qwen3.5's gated attention output: ``sigmoid_mul(paged_attention(q, ...), gate, fixed)`` (caches in the model
+    dtype). A GPU backend applies the gate in the kernel that merges the attention's splits: one launch fewer."""
+    return sigmoid_mul(paged_attention(q, k_cache, v_cache, block_table, positions, scale), gate, fixed)
+
+
 def argmax(logits: torch.Tensor) -> torch.Tensor:
     """logits: [T, V] -> [T] int64, the greedy token of each row."""
     return logits.argmax(dim=-1)
@@ -211,6 +218,7 @@ OPS = {
     "rope_write_kv": rope_write_kv,
     "linear_silu_mul": linear_silu_mul,
     "paged_attention": paged_attention,
+    "attention_gated": attention_gated,
     "argmax": argmax,
     "sigmoid_mul": sigmoid_mul,
 }

@@ -5,6 +5,7 @@
 // the context length on the host, so a CUDA graph replays it for any length up to the block table's.
 #pragma once
 #include "common.cuh"
+#include "fixed_point.cuh"
 
 namespace ninfer {
 
@@ -596,12 +597,26 @@ constexpr int ATTN_MAX_SPLITS = 1024;
 constexpr int COMBINE_THREADS = 256;
 constexpr int COMBINE_EARLY = 8;  // partial outputs per thread requested before the split weights
 
+// The attention output gate in the combine (attention_combine_gate_*): out[t, h, :] = o * sigmoid(gate[t, h, :]),
+// o the merged row rounded to T as attention_combine stores it, then the product rounded as sigmoid_mul rounds it
+// (elementwise.cuh), so the pair's bits come out of one launch. gate [T, Hq, D] has strides gts (token), ghs (head)
+// and unit stride along D (a view into the q projection's output). xq / xg (one token, D % 128 == 0, else null): the
+// gated row's fixed-point form for the quantised o projection, as sigmoid_mul writes it (fixed_group16).
+template <typename T>
+struct CombineGate {
+    const T *gate;
+    int gts, ghs;
+    unsigned char *xq;
+    int2 *xg;
+};
+
 // EARLY: the entry point has not waited yet; the split count comes from the positions (written before the split
-// kernel ran) before the wait, the partials after it.
-template <typename T, bool EARLY = false>
+// kernel ran) before the wait, the partials after it. GATE: the output gate applied (CombineGate); its gate row, which
+// the q projection wrote before the split kernel launched this one, is read before the wait.
+template <typename T, bool EARLY = false, bool GATE = false>
 __device__ __forceinline__ void attention_combine(const float *__restrict__ part_o, const float *__restrict__ part_ml,
                                                   const i64 *__restrict__ positions, T *__restrict__ out, int Hq,
-                                                  int S, int C, int cmin, int D) {
+                                                  int S, int C, int cmin, int D, CombineGate<T> cg = {}) {
     __shared__ float s_w[ATTN_MAX_SPLITS];
     __shared__ float scratch[32];
     __shared__ __align__(16) float s_sum[COMBINE_THREADS * 4];
@@ -612,6 +627,10 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
     const int V = D / 4, P = (int)blockDim.x / V;
     const int v = threadIdx.x % V, p = threadIdx.x / V;
     const float4 *po = reinterpret_cast<const float4 *>(part_o + row * S * D) + v;
+    const int DV = D / 8;  // GATE: warp 0's lane i < DV takes outputs 8 i .. 8 i + 7 (D <= 256)
+    uint4 graw = make_uint4(0u, 0u, 0u, 0u);
+    if (GATE && threadIdx.x < DV)
+        graw = *reinterpret_cast<const uint4 *>(cg.gate + (i64)t * cg.gts + (i64)(row % Hq) * cg.ghs + 8 * threadIdx.x);
     if (EARLY) pdl_enter();
 #ifndef NINFER_ATTN_COMBINE_LATE
     // this thread's first partial outputs, requested with the maxima and sums rather than after their weights
@@ -663,6 +682,26 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
         reinterpret_cast<float4 *>(s_sum)[p * V + v] = num;
     }
     __syncthreads();
+    if (GATE) {
+        if (threadIdx.x >= 32) return;
+        const bool valid = (int)threadIdx.x < DV;
+        float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        if (valid) {
+            float g[8];
+            unpack8<T>(graw, g);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int d = 8 * threadIdx.x + e;
+                float acc = 0.f;
+                for (int q = 0; q < P; q++) acc += s_sum[q * D + d];
+                const float o = to_f(from_f<T>(acc / den));             // as attention_combine stores it
+                f[e] = to_f(from_f<T>(o / (1.f + expf(-g[e]))));  // as sigmoid_mul stores it
+            }
+            reinterpret_cast<uint4 *>(out + row * D)[threadIdx.x] = pack8<T>(f);
+        }
+        if (cg.xq != nullptr) fixed_group16(f, (int)row * DV + (int)threadIdx.x, valid, cg.xq, cg.xg, Hq * D);
+        return;
+    }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.f;
         for (int q = 0; q < P; q++) acc += s_sum[q * D + d];

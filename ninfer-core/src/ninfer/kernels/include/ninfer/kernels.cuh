@@ -233,6 +233,15 @@
         if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
         ninfer::attention_combine<T, NINFER_PDL_EARLY_LOADS>(po, pml, pos, out, Hq, S_, C, cmin, D);    \
     }                                                                                                   \
+    extern "C" __global__ void attention_combine_gate_##S(const float *po, const float *pml, const long long *pos, \
+                                                          T *out, int Hq, int S_, int C, int cmin, int D,   \
+                                                          const T *gate, int gts, int ghs, unsigned char *xq, \
+                                                          int2 *xg) {                                       \
+        if (NINFER_COMBINE_EARLY_TRIGGER) ninfer::pdl_trigger();                                        \
+        if (!NINFER_PDL_EARLY_LOADS) ninfer::pdl_enter();                                               \
+        ninfer::attention_combine<T, NINFER_PDL_EARLY_LOADS, true>(po, pml, pos, out, Hq, S_, C, cmin, D, \
+                                                                   {gate, gts, ghs, xq, xg});           \
+    }                                                                                                   \
     NINFER_FUSED_KERNELS(S, T)                                                                          \
     NINFER_KVQ_KERNELS(S, T)                                                                            \
     NINFER_KVQ_PREFILL_KERNELS(S, T)                                                                    \
