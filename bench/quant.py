@@ -157,6 +157,18 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
     "the forms' q through a division (-DNINFER_FIXED_DIV=1, before session 28)": dict(
         split=(16,), backend_opts=("-DNINFER_FIXED_DIV=1",)),
+    # session 29: decode attention's query rows a block. The 27B's 6 q heads a kv head run the two-pass split in one
+    # block; in blocks of 3 (or 2) rows they run the one-pass form, which requests its first K/V rows before its PDL
+    # wait (attention.cuh: split_pass EARLY), each block reading the split's K/V (the second read from L2).
+    "attention in blocks of <= 4 query rows (BLOCK_ROWS=4)": dict(split=(16,), attn_rows=4),
+    "attention in blocks of <= 2 query rows (BLOCK_ROWS=2)": dict(split=(16,), attn_rows=2),
+    # session 29: Qwen3.5's attention output gate applied by the combine kernel (attention_gated; default)
+    "the output gate in its own launch (sigmoid_mul, before session 29)": dict(split=(16,), gate_apart=True),
+    # session 29: when the norm lets the next kernel launch (fused.cuh NINFER_NORM_TRIGGER_AT; default 0: after its wait)
+    "the norm lets the next launch after its row's loads (NINFER_NORM_TRIGGER_AT=1)": dict(
+        split=(16,), backend_opts=("-DNINFER_NORM_TRIGGER_AT=1",)),
+    "the norm lets the next launch at its exit (NINFER_NORM_TRIGGER_AT=2)": dict(
+        split=(16,), backend_opts=("-DNINFER_NORM_TRIGGER_AT=2",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -194,6 +206,9 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
+    from ninfer.kernels import attention
+
+    attention.BLOCK_ROWS = v.get("attn_rows", attention.ROWS_PER_BLOCK)  # query rows a block of decode attention
     global _BACKEND_OPTS  # the sm90 backend's build: its options plus the variant's backend_opts
     import ninfer_sm90
 
@@ -397,6 +412,16 @@ def decode_speed(runner, ctx=512, new=128) -> float:
     return tok_s
 
 
+def gate_apart(impls):
+    """attention_gated as before session 29: paged_attention, then sigmoid_mul's own launch."""
+    attention, sigmoid_mul = impls["paged_attention"].fn, impls["sigmoid_mul"].fn
+
+    def attention_gated(q, k_cache, v_cache, block_table, positions, scale, gate, fixed=False):
+        return sigmoid_mul(attention(q, k_cache, v_cache, block_table, positions, scale), gate, fixed)
+
+    return attention_gated
+
+
 def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
     import decode as dec
     from whatif import REMOVED  # ops that launch nothing, by variant part
@@ -426,7 +451,9 @@ def e2e_part(name, bits, shape, layers, bw, tuned, lm_head_bits=0):
             gpu.CONFIG_OVERRIDE.update(tuned)
         variant(label)
         impls = runner.model.ops.impls
-        removed = [REMOVED[part] for part in VARIANTS.get(label, {}).get("remove", ())]
+        removed = [pair for part in VARIANTS.get(label, {}).get("remove", ()) for pair in REMOVED[part]]
+        if VARIANTS.get(label, {}).get("gate_apart"):  # the output gate in its own launch after attention
+            removed.append(("attention_gated", gate_apart(impls)))
         kept = {op: impls[op] for op, _ in removed}
         for op, fn in removed:
             impls[op] = dataclasses.replace(impls[op], fn=fn)

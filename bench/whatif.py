@@ -52,8 +52,15 @@ def _no_gdn(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None
     return v, out_state if out_state is not None else initial_state
 
 
-REMOVED = {"norm": ("add_rms_norm", _no_norm), "rope": ("rope_write_kv", _no_rope),
-           "attn": ("paged_attention", _no_attn), "gdn": ("gdn_recurrent_gated", _no_gdn)}
+def _no_attn_gated(q, k_cache, v_cache, block_table, positions, scale, gate, fixed=False):
+    return q
+
+
+# variant part -> the ops it replaces by ones that launch nothing ("attn" takes the gated form with it: since session
+# 29 a gated layer's output gate runs inside attention's combine, so without attention there is no gate either)
+REMOVED = {"norm": (("add_rms_norm", _no_norm),), "rope": (("rope_write_kv", _no_rope),),
+           "attn": (("paged_attention", _no_attn), ("attention_gated", _no_attn_gated)),
+           "gdn": (("gdn_recurrent_gated", _no_gdn),)}
 
 
 def main():
@@ -86,8 +93,8 @@ def main():
         impls = runner.model.ops.impls
         for part in parts:
             if part in REMOVED:
-                op, fn = REMOVED[part]
-                impls[op] = dataclasses.replace(impls[op], fn=fn)
+                for op, fn in REMOVED[part]:
+                    impls[op] = dataclasses.replace(impls[op], fn=fn)
             elif part not in ("base", "late", "gdnlate", *ATTN_CLUSTER_FORMS):
                 raise SystemExit(f"unknown variant part {part!r}")
         tok_s, gpu = decode_rates(runner, prompt, a.new)
