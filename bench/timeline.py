@@ -68,6 +68,11 @@ def short(name: str) -> str:
     return re.sub(r"^void |<.*$", "", name)[:44]
 
 
+# the weights whose one-token int4 GEMV makes its input's fixed-point form from the bf16 row itself (qmv1x; no op
+# before them writes it): down (after the SwiGLU) and lm_head. Every other one-token GEMV reads a form (qmv1f*).
+ROWWISE = ("mlp.down", "lm_head")
+
+
 def weight_groups(weights) -> dict[int, list[tuple[str, int]]]:
     """grid x -> [(weight name, bytes)] of the quantised weights whose one-token launch has that many blocks (a tile
     of 16 rows a block; the SwiGLU form a gate tile and its up tile a block)."""
@@ -147,6 +152,8 @@ def run(name: str, lm_head_bits: int, steps: int, bw: float, gap_us: float, vari
         nm, gx = key
         c = cnt[key] / n
         ws = groups.get(gx, []) if nm.startswith("qmv") else []
+        if len({b for _, b in ws}) > 1:  # a grid several weight shapes share: tell them apart by the kernel
+            ws = [(w, b) for w, b in ws if w.startswith(ROWWISE) == nm.startswith("qmv1x")]
         wnames = sorted({w for w, _ in ws})
         wbytes = {b for _, b in ws}
         wtxt = (f"{'/'.join(wnames)} ({next(iter(wbytes)) / 1e6:.1f})" if len(wbytes) == 1 else
