@@ -157,18 +157,16 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
     "the forms' q through a division (-DNINFER_FIXED_DIV=1, before session 28)": dict(
         split=(16,), backend_opts=("-DNINFER_FIXED_DIV=1",)),
-    # session 29: decode attention's query rows a block. The 27B's 6 q heads a kv head run the two-pass split in one
-    # block; in blocks of 3 (or 2) rows they run the one-pass form, which requests its first K/V rows before its PDL
-    # wait (attention.cuh: split_pass EARLY), each block reading the split's K/V (the second read from L2).
-    "attention in blocks of <= 4 query rows (BLOCK_ROWS=4)": dict(split=(16,), attn_rows=4),
-    "attention in blocks of <= 2 query rows (BLOCK_ROWS=2)": dict(split=(16,), attn_rows=2),
-    # session 29: Qwen3.5's attention output gate applied by the combine kernel (attention_gated; default)
+    # session 29: decode attention's query rows a block (kernels/attention.py DECODE_BLOCK_ROWS, default 2). The 27B's
+    # 6 q heads a kv head ran the two-pass split in one block; in blocks of 3 or 2 rows they run the one-pass form,
+    # which requests its first K/V rows before its PDL wait (attention.cuh: split_pass EARLY), each block reading the
+    # split's K/V (the second read from L2). The 8B's 4 ran one-pass in one block.
+    "decode attention in blocks of <= 8 query rows (before session 29)": dict(split=(16,), attn_rows=8),
+    "decode attention in blocks of <= 4 query rows": dict(split=(16,), attn_rows=4),
+    # session 29: Qwen3.5's attention output gate applied by the combine kernel (attention_gated)
     "the output gate in its own launch (sigmoid_mul, before session 29)": dict(split=(16,), gate_apart=True),
-    # session 29: when the norm lets the next kernel launch (fused.cuh NINFER_NORM_TRIGGER_AT; default 0: after its wait)
-    "the norm lets the next launch after its row's loads (NINFER_NORM_TRIGGER_AT=1)": dict(
-        split=(16,), backend_opts=("-DNINFER_NORM_TRIGGER_AT=1",)),
-    "the norm lets the next launch at its exit (NINFER_NORM_TRIGGER_AT=2)": dict(
-        split=(16,), backend_opts=("-DNINFER_NORM_TRIGGER_AT=2",)),
+    # (session 29: the norm letting the next kernel launch after its row's loads, or at its exit, instead of after its
+    # wait: the 27B 1.4-2.7 % and 3.4-4.7 % slower on an H100; removed, code in a2cbb4c)
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -208,7 +206,7 @@ def variant(label: str):
     gpu.QMV_WARPS = v.get("qmv_warps")
     from ninfer.kernels import attention
 
-    attention.BLOCK_ROWS = v.get("attn_rows", attention.ROWS_PER_BLOCK)  # query rows a block of decode attention
+    attention.DECODE_BLOCK_ROWS = v.get("attn_rows", 2)  # query rows a block of one token's attention
     global _BACKEND_OPTS  # the sm90 backend's build: its options plus the variant's backend_opts
     import ninfer_sm90
 

@@ -44,15 +44,16 @@ def test_paged_attention(backend, Hq, Hk, D, T, L, bs):
 
 @pytest.mark.parametrize("Hq,Hk,D", [(32, 8, 128), (24, 4, 256), (16, 16, 64)])
 @pytest.mark.parametrize("T,L", [(1, 1), (1, 33), (1, 513), (1, 4100), (4, 4100), (16, 700), (1, 20000), (3, 20000)])
-@pytest.mark.parametrize("block_rows", [8, 4])
+@pytest.mark.parametrize("block_rows", [8, 4, 2])
 def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L, block_rows, monkeypatch):
     """A block table of 32K tokens (a GPU server's default max context): the kernels shrink the capacity's splits
     to the context (a split of 33 keys up to 256-key splits at 20000), in one or several rounds of loads per block;
     blocks of up to 4 query rows run the one-pass form (with at most ONE_PASS_MAX_SPLITS splits), larger ones the
-    two-pass form; the launcher's rows per block (BLOCK_ROWS) 8 and 4."""
+    two-pass form; the launcher's rows per block (BLOCK_ROWS, and DECODE_BLOCK_ROWS for one token) 8, 4 and 2."""
     from ninfer.kernels import attention
 
     monkeypatch.setattr(attention, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(attention, "DECODE_BLOCK_ROWS", block_rows)
     _check_in_a_32k_table(backend, T, L, Hq, Hk, D)
 
 
@@ -170,7 +171,7 @@ def _kv_write_then_attention(backend, Hq, Hk, D, T):
 
 @pytest.mark.parametrize("Hq,Hk,D", [(24, 4, 256), (32, 8, 128), (16, 16, 64)])
 @pytest.mark.parametrize("T,L", [(1, 1), (1, 640), (1, 20000), (4, 700), (16, 16)])
-@pytest.mark.parametrize("block_rows", [8, 4])
+@pytest.mark.parametrize("block_rows", [8, 2])
 def test_attention_gated_is_attention_then_the_gate(backend, Hq, Hk, D, T, L, block_rows, monkeypatch):
     """attention_gated (the output gate applied by the combine kernel in decode and verify) gives bit for bit the
     backend's paged_attention followed by its sigmoid_mul, the gate a strided view into a q projection's output as
@@ -182,6 +183,7 @@ def test_attention_gated_is_attention_then_the_gate(backend, Hq, Hk, D, T, L, bl
     from ninfer.quant import fixed as fx
 
     monkeypatch.setattr(attention, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(attention, "DECODE_BLOCK_ROWS", block_rows)
     names, lookup = [], Module.__getitem__
     monkeypatch.setattr(Module, "__getitem__", lambda self, name: names.append(name) or lookup(self, name))
     bs = 64

@@ -40,6 +40,10 @@ MIN_SPLIT = 32  # the fewest keys per split: the kernels shrink the capacity's s
 # over at most this many splits while they can (longer splits, fewer blocks and a shorter combine); 0: no limit.
 ONE_PASS_MAX_SPLITS = 64
 BLOCK_ROWS = ROWS_PER_BLOCK  # query rows per block the launcher asks for (<= ROWS_PER_BLOCK)
+# ... and for one token: blocks of 2 rows run the one-pass form, which requests its first K/V rows before its PDL
+# wait, where a GQA group of 6 (Qwen3.5-27B) ran the two-pass form in one block; each block reads the split's K/V
+# (the second and third from L2). On an H100 the 27B W4A16 decode +1.3-2.6 % (bench/RESULTS.md, session 29).
+DECODE_BLOCK_ROWS = 2
 
 
 # Decode of one token whose GQA groups fit the one-pass form, on sm_90+: one launch, a cluster of blocks per kv head
@@ -191,7 +195,8 @@ def make_paged_attention(lib: KernelLibrary, sigmoid_mul=None):
         part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
         rows = T * (Hq // Hk)
-        chunks = (rows + BLOCK_ROWS - 1) // BLOCK_ROWS  # the kernels take ceil(rows / chunks) rows a block
+        br = DECODE_BLOCK_ROWS if T == 1 else BLOCK_ROWS
+        chunks = (rows + br - 1) // br  # the kernels take ceil(rows / chunks) rows a block
         rpb = (rows + chunks - 1) // chunks
         # the split rule (attention.cuh: launch_split): the fewest keys per split, the most splits (one-pass blocks)
         rule = MIN_SPLIT | ((ONE_PASS_MAX_SPLITS << 16) if rpb <= PASS_ROWS else 0)

@@ -601,7 +601,8 @@ constexpr int COMBINE_EARLY = 8;  // partial outputs per thread requested before
 // o the merged row rounded to T as attention_combine stores it, then the product rounded as sigmoid_mul rounds it
 // (elementwise.cuh), so the pair's bits come out of one launch. gate [T, Hq, D] has strides gts (token), ghs (head)
 // and unit stride along D (a view into the q projection's output). xq / xg (one token, D % 128 == 0, else null): the
-// gated row's fixed-point form for the quantised o projection, as sigmoid_mul writes it (fixed_group16).
+// gated row's fixed-point form for the quantised o projection: a warp a group (fixed_group32), the bits sigmoid_mul's
+// fixed_group16 writes.
 template <typename T>
 struct CombineGate {
     const T *gate;
@@ -627,10 +628,10 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
     const int V = D / 4, P = (int)blockDim.x / V;
     const int v = threadIdx.x % V, p = threadIdx.x / V;
     const float4 *po = reinterpret_cast<const float4 *>(part_o + row * S * D) + v;
-    const int DV = D / 8;  // GATE: warp 0's lane i < DV takes outputs 8 i .. 8 i + 7 (D <= 256)
-    uint4 graw = make_uint4(0u, 0u, 0u, 0u);
-    if (GATE && threadIdx.x < DV)
-        graw = *reinterpret_cast<const uint4 *>(cg.gate + (i64)t * cg.gts + (i64)(row % Hq) * cg.ghs + 8 * threadIdx.x);
+    // GATE: thread i < D / 4 (= V) takes outputs 4 i .. 4 i + 3, a warp a group of 128 (fixed_group32)
+    uint2 graw = make_uint2(0u, 0u);
+    if (GATE && (int)threadIdx.x < V)
+        graw = *reinterpret_cast<const uint2 *>(cg.gate + (i64)t * cg.gts + (i64)(row % Hq) * cg.ghs + 4 * threadIdx.x);
     if (EARLY) pdl_enter();
 #ifndef NINFER_ATTN_COMBINE_LATE
     // this thread's first partial outputs, requested with the maxima and sums rather than after their weights
@@ -683,23 +684,31 @@ __device__ __forceinline__ void attention_combine(const float *__restrict__ part
     }
     __syncthreads();
     if (GATE) {
-        if (threadIdx.x >= 32) return;
-        const bool valid = (int)threadIdx.x < DV;
-        float f[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        if (valid) {
-            float g[8];
-            unpack8<T>(graw, g);
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const int d = 8 * threadIdx.x + e;
-                float acc = 0.f;
-                for (int q = 0; q < P; q++) acc += s_sum[q * D + d];
-                const float o = to_f(from_f<T>(acc / den));             // as attention_combine stores it
-                f[e] = to_f(from_f<T>(o / (1.f + expf(-g[e]))));  // as sigmoid_mul stores it
+        const int i = threadIdx.x;
+        if (i >= ((V + 31) & ~31)) return;  // whole warps stay (the form's shuffles)
+        float f[4] = {0.f, 0.f, 0.f, 0.f};
+        if (i < V) {
+            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);  // the partial sums in the plain loop's order (same bits)
+            for (int q = 0; q < P; q++) {
+                const float4 s4 = reinterpret_cast<const float4 *>(s_sum)[q * V + i];
+                acc.x += s4.x;
+                acc.y += s4.y;
+                acc.z += s4.z;
+                acc.w += s4.w;
             }
-            reinterpret_cast<uint4 *>(out + row * D)[threadIdx.x] = pack8<T>(f);
+            const float a[4] = {acc.x, acc.y, acc.z, acc.w};
+            const T *ge = reinterpret_cast<const T *>(&graw);
+            uint2 packed;
+            T *pe = reinterpret_cast<T *>(&packed);
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float o = to_f(from_f<T>(a[e] / den));                  // as attention_combine stores it
+                pe[e] = from_f<T>(o / (1.f + expf(-to_f(ge[e]))));            // as sigmoid_mul stores it
+                f[e] = to_f(pe[e]);
+            }
+            reinterpret_cast<uint2 *>(out + row * D)[i] = packed;
         }
-        if (cg.xq != nullptr) fixed_group16(f, (int)row * DV + (int)threadIdx.x, valid, cg.xq, cg.xg, Hq * D);
+        if (cg.xq != nullptr) fixed_group32(f, (int)row * (D / 128) + i / 32, cg.xq, cg.xg, Hq * D);  // D % 128 == 0
         return;
     }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {

@@ -9,19 +9,6 @@
 
 namespace ninfer {
 
-// When add_rms_norm lets the next kernel launch (bench variants, -DNINFER_NORM_TRIGGER_AT=): 0 (default) right after
-// its PDL wait, so the next GEMV's blocks are resident and its first weights on their way while the norm works; 1
-// after the row's loads returned and its sum of squares (the GEMV's early weight requests then do not queue ahead of
-// the norm's reads); 2 at its exit (no early launch).
-#ifndef NINFER_NORM_TRIGGER_AT
-#define NINFER_NORM_TRIGGER_AT 0
-#endif
-
-__device__ __forceinline__ void norm_enter() {
-    pdl_wait();
-    if (NINFER_NORM_TRIGGER_AT == 0) pdl_trigger();
-}
-
 // h = x + r (stored in T), y = rms_norm(h) * w (or * (1 + w)). One block per row, blockDim.x a multiple
 // of 32. x, r, h, y: [rows, H] contiguous, H % 8 == 0, 16-byte aligned. A row of at most 4 * blockDim.x
 // vectors (the launcher's choice up to H = 32768) is held in registers: x, r and w are read once, all
@@ -74,7 +61,6 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
             }
         }
         ss = row_sum(ss, scratch);
-        if (NINFER_NORM_TRIGGER_AT == 1) pdl_trigger();
         const float rs = rsqrtf(ss / (float)H + eps);
 #pragma unroll
         for (int j = 0; j < NV; j++) {
@@ -107,7 +93,6 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
         hr[v] = pack8<T>(a);
     }
     ss = row_sum(ss, scratch);
-    if (NINFER_NORM_TRIGGER_AT == 1) pdl_trigger();
     const float rs = rsqrtf(ss / (float)H + eps);
     for (int v = threadIdx.x; v < HV; v += blockDim.x) {
         float a[8], g[8];
@@ -287,13 +272,13 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
                          int2 *xg) {                                                                    \
-        ninfer::norm_enter();                                                                           \
+        ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps, xq, xg);                                  \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
                             int2 *xg) {                                                                 \
-        ninfer::norm_enter();                                                                           \
+        ninfer::pdl_enter();                                                                            \
         ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps, xq, xg);                                   \
     }                                                                                                   \
     extern "C" __global__ void rope_write_kv_##S(                                                       \
