@@ -157,10 +157,11 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "no qmv1x (NINFER_QMV1X=0, before session 27)": dict(split=(16,), qmv1x=()),
     "the forms' q through a division (-DNINFER_FIXED_DIV=1, before session 28)": dict(
         split=(16,), backend_opts=("-DNINFER_FIXED_DIV=1",)),
-    # session 29: decode attention's query rows a block (kernels/attention.py DECODE_BLOCK_ROWS, default 2). The 27B's
-    # 6 q heads a kv head ran the two-pass split in one block; in blocks of 3 or 2 rows they run the one-pass form,
-    # which requests its first K/V rows before its PDL wait (attention.cuh: split_pass EARLY), each block reading the
-    # split's K/V (the second read from L2). The 8B's 4 ran one-pass in one block.
+    # session 29: decode attention's query rows a block where a GQA group exceeds the one-pass form's 4 (kernels/
+    # attention.py DECODE_BLOCK_ROWS, default 2). The 27B's 6 q heads a kv head ran the two-pass split in one block;
+    # in blocks of 3 or 2 rows they run the one-pass form, which requests its first K/V rows before its PDL wait
+    # (attention.cuh: split_pass EARLY), each block reading the split's K/V (the second read from L2). (Call 2 ran
+    # every group so, the 8B's 4 in 2 blocks of 2 too: 0.5-1.1 % slower than one block; now a group of <= 4 stays in one.)
     "decode attention in blocks of <= 8 query rows (before session 29)": dict(split=(16,), attn_rows=8),
     "decode attention in blocks of <= 4 query rows": dict(split=(16,), attn_rows=4),
     # session 29: Qwen3.5's attention output gate applied by the combine kernel (attention_gated)

@@ -49,7 +49,8 @@ def test_paged_attention_32k_table(backend, Hq, Hk, D, T, L, block_rows, monkeyp
     """A block table of 32K tokens (a GPU server's default max context): the kernels shrink the capacity's splits
     to the context (a split of 33 keys up to 256-key splits at 20000), in one or several rounds of loads per block;
     blocks of up to 4 query rows run the one-pass form (with at most ONE_PASS_MAX_SPLITS splits), larger ones the
-    two-pass form; the launcher's rows per block (BLOCK_ROWS, and DECODE_BLOCK_ROWS for one token) 8, 4 and 2."""
+    two-pass form; the launcher's rows per block (BLOCK_ROWS, and DECODE_BLOCK_ROWS for one token's group of more
+    than 4) 8, 4 and 2."""
     from ninfer.kernels import attention
 
     monkeypatch.setattr(attention, "BLOCK_ROWS", block_rows)

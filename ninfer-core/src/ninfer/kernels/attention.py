@@ -40,9 +40,11 @@ MIN_SPLIT = 32  # the fewest keys per split: the kernels shrink the capacity's s
 # over at most this many splits while they can (longer splits, fewer blocks and a shorter combine); 0: no limit.
 ONE_PASS_MAX_SPLITS = 64
 BLOCK_ROWS = ROWS_PER_BLOCK  # query rows per block the launcher asks for (<= ROWS_PER_BLOCK)
-# ... and for one token: blocks of 2 rows run the one-pass form, which requests its first K/V rows before its PDL
-# wait, where a GQA group of 6 (Qwen3.5-27B) ran the two-pass form in one block; each block reads the split's K/V
-# (the second and third from L2). On an H100 the 27B W4A16 decode +1.3-2.6 % (bench/RESULTS.md, session 29).
+# ... and for one token whose GQA group is too large for the one-pass form in one block (> PASS_ROWS q heads a kv
+# head): blocks of this many rows, which run the one-pass form (it requests its first K/V rows before its PDL wait)
+# where the group ran the two-pass form in one block; each block reads the split's K/V (the later ones from L2). On an
+# H100 the 27B W4A16 decode (a group of 6) +1.2-2.6 % with 2 rows, +1.2-1.3 % with 3; a group that fits one block
+# stays in one (the 8B's 4 in 2 blocks of 2: -0.5 to -1.1 %). bench/RESULTS.md, session 29.
 DECODE_BLOCK_ROWS = 2
 
 
@@ -195,7 +197,7 @@ def make_paged_attention(lib: KernelLibrary, sigmoid_mul=None):
         part_ml = torch.empty(T, Hq, S, 2, dtype=torch.float32, device=q.device)  # [T, Hq, S, (max, sum)]
         out = torch.empty(T, Hq, D, dtype=q.dtype, device=q.device)  # [T, Hq, D]
         rows = T * (Hq // Hk)
-        br = DECODE_BLOCK_ROWS if T == 1 else BLOCK_ROWS
+        br = DECODE_BLOCK_ROWS if T == 1 and rows > PASS_ROWS else BLOCK_ROWS
         chunks = (rows + br - 1) // br  # the kernels take ceil(rows / chunks) rows a block
         rpb = (rows + chunks - 1) // chunks
         # the split rule (attention.cuh: launch_split): the fewest keys per split, the most splits (one-pass blocks)
