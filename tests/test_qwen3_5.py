@@ -322,6 +322,45 @@ def test_quantised_gdn_projection_takes_the_gemms_one_launch_form(tmp_path, monk
     assert calls and all(w is joined for w in calls) and len(calls) == len(ids) - 20
 
 
+def test_output_gate_rides_in_attention_only_from_attentions_backend(tmp_path, monkeypatch):
+    """The gated attention layers call ``attention_gated`` (the gate in attention's last kernel on the GPU backends)
+    where the backend serving ``paged_attention`` serves it too; a backend that registers only ``paged_attention``
+    keeps its attention, the gate after it as ``sigmoid_mul``, not the reference's attention. Same logits either
+    way."""
+    import dataclasses
+
+    make_checkpoint(str(tmp_path), multimodal=False, seed=3)
+    ids = prompt(24, seed=2)
+
+    def run(llm):
+        llm.runner.reset()
+        return [llm.runner.prefill(ids[:16])] + [llm.runner.decode(t) for t in ids[16:]]
+
+    def counting(llm, op, backend=None):
+        impl, calls = llm.ops.impls[op], []
+
+        def fn(*args, **kwargs):
+            calls.append(op)
+            return impl.fn(*args, **kwargs)
+
+        monkeypatch.setitem(llm.ops.impls, op, dataclasses.replace(impl, fn=fn, backend=backend or impl.backend))
+        return calls
+
+    llm = LLM(model=str(tmp_path), backend="reference", device="cpu", dtype="float32", max_context=256,
+              progress=False)
+    gated, attention = counting(llm, "attention_gated"), counting(llm, "paged_attention")
+    want = run(llm)
+    n_attn = sum(1 for layer in llm.model.layers if hasattr(layer.mixer, "_gate_in_attention"))
+    assert n_attn and len(gated) == n_attn * (1 + len(ids) - 16) and not attention
+    monkeypatch.undo()
+    gated, attention = counting(llm, "attention_gated"), counting(llm, "paged_attention", backend="other")
+    gate = counting(llm, "sigmoid_mul")
+    got = run(llm)
+    assert not gated and len(attention) == len(gate) == n_attn * (1 + len(ids) - 16)
+    for i, (a, b) in enumerate(zip(got, want)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f"step {i}")
+
+
 def test_quantize_reads_the_published_multimodal_layout(tmp_path):
     """Qwen3.5 / 3.6 are published as Qwen3_5ForConditionalGeneration, the decoder under model.language_model:
     `ninfer quantize` quantises those blocks (vision tower and MTP head kept dense), and the result loads and

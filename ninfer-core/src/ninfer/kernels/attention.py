@@ -216,7 +216,7 @@ def make_paged_attention(lib: KernelLibrary, sigmoid_mul=None):
             mod[f"attention_combine_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, rule, D)
             return gated(out, gate, fixed)
         xq = xg = None
-        if fixed and T == 1 and D % 128 == 0:  # the gated row's form, a half warp a group of 128 (fixed_group16)
+        if fixed and T == 1 and D % 128 == 0:  # the gated row's form, a warp a group of 128 (fixed_group32)
             xq = torch.empty(2, Hq * D, dtype=torch.int8, device=q.device)
             xg = torch.empty(Hq * D // 128, 2, dtype=torch.int32, device=q.device)
         mod[f"attention_combine_gate_{s}"]((T * Hq,), (COMBINE_THREADS,), part_o, part_ml, pos, out, Hq, S, C, rule,

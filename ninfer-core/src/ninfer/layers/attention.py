@@ -29,6 +29,14 @@ class Attention:
         self.scale = self.d ** -0.5
         self.fixed_out = False  # the output gate also writes o's fixed-point input form (DecoderBlock.plan_fixed)
 
+    def _gate_in_attention(self) -> bool:
+        """Whether the output gate [T, hq, d] rides in attention's last kernel (``attention_gated``): where the
+        backend that serves ``paged_attention`` serves it too. Elsewhere its reference form would replace that
+        backend's attention kernels, so the gate follows them as ``sigmoid_mul``."""
+        impls = getattr(self.ops, "impls", {})
+        g, a = impls.get("attention_gated"), impls.get("paged_attention")
+        return g is not None and a is not None and g.backend == a.backend
+
     def output_weight(self):
         """The weight that reads the mixer's output (DecoderBlock.plan_fixed)."""
         return self.o.weight
@@ -68,7 +76,7 @@ class Attention:
             q, k = self.ops.rope(q, k, ctx.positions, ctx.cos_sin)
             self.ops.write_kv(k, v, k_cache, v_cache, ctx.slots)
         fixed = self.fixed_out and T == 1  # o's fixed-point form with the gated row, where planned
-        if gate is not None and isinstance(k_cache, torch.Tensor):  # the gate [T, hq, d] in attention's last kernel
+        if gate is not None and isinstance(k_cache, torch.Tensor) and self._gate_in_attention():
             o = self.ops.attention_gated(q, k_cache, v_cache, ctx.block_table, ctx.positions, self.scale, gate,
                                          fixed)
         else:
