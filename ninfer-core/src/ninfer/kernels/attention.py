@@ -43,8 +43,9 @@ BLOCK_ROWS = ROWS_PER_BLOCK  # query rows per block the launcher asks for (<= RO
 # ... and for one token whose GQA group is too large for the one-pass form in one block (> PASS_ROWS q heads a kv
 # head): blocks of this many rows, which run the one-pass form (it requests its first K/V rows before its PDL wait)
 # where the group ran the two-pass form in one block; each block reads the split's K/V (the later ones from L2). On an
-# H100 the 27B W4A16 decode (a group of 6) +1.2-2.6 % with 2 rows, +1.2-1.3 % with 3; a group that fits one block
-# stays in one (the 8B's 4 in 2 blocks of 2: -0.5 to -1.1 %). bench/RESULTS.md, session 29.
+# H100 the 27B W4A16 decode (a group of 6) 0 to +2.6 % with 2 rows (six pairs in three calls), +1.2-1.3 % with 3, level
+# with 1; a group that fits one block stays in one (the 8B's 4 in 2 blocks of 2: -0.5 to -1.1 %). bench/RESULTS.md,
+# session 29.
 DECODE_BLOCK_ROWS = 2
 
 
