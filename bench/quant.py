@@ -178,6 +178,7 @@ QMMA_VARIANTS = ("qmma per tile (previous default)", DEFAULT)
 
 
 _BACKEND_OPTS = None
+_ATTN_ROWS = None
 
 
 def variant(label: str):
@@ -207,7 +208,10 @@ def variant(label: str):
     gpu.QMV_WARPS = v.get("qmv_warps")
     from ninfer.kernels import attention
 
-    attention.DECODE_BLOCK_ROWS = v.get("attn_rows", 2)  # query rows a block of one token's attention
+    global _ATTN_ROWS  # query rows a block of one token's large GQA group: the launcher's default, or the variant's
+    if _ATTN_ROWS is None:
+        _ATTN_ROWS = attention.DECODE_BLOCK_ROWS
+    attention.DECODE_BLOCK_ROWS = v.get("attn_rows", _ATTN_ROWS)
     global _BACKEND_OPTS  # the sm90 backend's build: its options plus the variant's backend_opts
     import ninfer_sm90
 
