@@ -69,7 +69,8 @@ def short(name: str) -> str:
 
 
 # the weights whose one-token int4 GEMV makes its input's fixed-point form from the bf16 row itself (qmv1x; no op
-# before them writes it): down (after the SwiGLU) and lm_head. Every other one-token GEMV reads a form (qmv1f*).
+# before them writes it): down (after the SwiGLU) and lm_head; the other one-token int4 GEMVs read a form (qmv1f*).
+# Kernels of neither name (the int8 qmv1, which serves o and down alike) keep a shared grid unnamed.
 ROWWISE = ("mlp.down", "lm_head")
 
 
@@ -152,8 +153,8 @@ def run(name: str, lm_head_bits: int, steps: int, bw: float, gap_us: float, vari
         nm, gx = key
         c = cnt[key] / n
         ws = groups.get(gx, []) if nm.startswith("qmv") else []
-        if len({b for _, b in ws}) > 1:  # a grid several weight shapes share: tell them apart by the kernel
-            ws = [(w, b) for w, b in ws if w.startswith(ROWWISE) == nm.startswith("qmv1x")]
+        if len({b for _, b in ws}) > 1 and nm.startswith(("qmv1x", "qmv1f")):  # a grid several weight shapes share:
+            ws = [(w, b) for w, b in ws if w.startswith(ROWWISE) == nm.startswith("qmv1x")]  # told apart by the kernel
         wnames = sorted({w for w, _ in ws})
         wbytes = {b for _, b in ws}
         wtxt = (f"{'/'.join(wnames)} ({next(iter(wbytes)) / 1e6:.1f})" if len(wbytes) == 1 else
