@@ -168,6 +168,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "the output gate in its own launch (sigmoid_mul, before session 29)": dict(split=(16,), gate_apart=True),
     # (session 29: the norm letting the next kernel launch after its row's loads, or at its exit, instead of after its
     # wait: the 27B 1.4-2.7 % and 3.4-4.7 % slower on an H100; removed, code in a2cbb4c)
+    # session 30: the residual add and norm after the mixers' output projections and down done by that GEMV's last
+    # block (qmv1n / qmv1fn / qmv1xn: qgemv.cu qmv_norm_tail), not a launch of their own
+    "the norms in the GEMVs' last block (NINFER_QMV_NORM=1)": dict(split=(16,), qmv_norm=True),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -202,6 +205,7 @@ def variant(label: str):
     gpu.QMV1F_INT8 = v.get("qmv1f_int8", True)
     gpu.QMV1F_HEAD = v.get("qmv1f_head", False)
     gpu.QMV1X = set(v.get("qmv1x", {4}))
+    gpu.QMV_NORM = v.get("qmv_norm", False)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

@@ -1101,3 +1101,123 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
         assert _same_clear_tokens(out[name], out["plain"]), name
         err = (out[name] - out["plain"]).norm() / out["plain"].norm()
         assert 0 < err < 2e-2, (name, err)
+
+
+def _spy_names(monkeypatch):
+    """The full names of the quantised GEMV kernels looked up (as _spy_launches, whole names)."""
+    from ninfer.quant import gpu
+
+    launched, real = [], gpu._module
+
+    def spy(device, extra=(), source=None):
+        mod = real(device, extra, source)
+
+        class Names:
+            def __getitem__(self, name):
+                launched.append(name.split("_")[0])
+                return mod[name]
+        return Names()
+
+    monkeypatch.setattr(gpu, "_module", spy)
+    return launched
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("form", ["qmv1", "qmv1f", "qmv1x"])
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("n,k", [(5120, 17408), (5120, 6144), (4096, 12288), (1000, 1024), (384, 512)])
+@pytest.mark.parametrize("zc,fixed_out", [(True, True), (False, True), (True, False)])
+def test_norm_in_the_gemv_is_bit_for_bit_the_two_ops(dtype, form, bits, n, k, zc, fixed_out, monkeypatch):
+    """quant_linear_add_rms_norm (qmv1n / qmv1fn / qmv1xn: the GEMV's last block adds the residual and normalises):
+    normed row, new residual and the normed row's fixed-point form bit for bit quant_linear then the sm90 backend's
+    add_rms_norm (the same GEMV form: the row's form attached (qmv1f), made per burst (qmv1x) or neither), launch after
+    launch (the block count goes back to zero), outputs poisoned, and in CUDA graph replays. A row not a multiple of
+    128 (1000) or 8 x 128 (384, a part-filled warp) attaches no form where the norm kernel attaches none."""
+    from ninfer.ops import DeviceSpec, resolve
+    from ninfer.quant import fixed, gpu
+
+    q = gpu.prepare(_tiled_case(n, k, bits, 128, False, torch.bfloat16, n + k + bits))
+    ops = resolve("sm90", DeviceSpec.of(torch.device("cuda"), dtype))
+    monkeypatch.setattr(gpu, "QMV_NORM", True)
+    monkeypatch.setattr(gpu, "QMV1X", {bits} if form == "qmv1x" else set())
+    x = (torch.randn(1, k, device="cuda") * 2).to(dtype)
+    if form == "qmv1f":
+        x = _with_fixed(x)
+    r = (torch.randn(1, n, device="cuda") * 4).to(dtype)
+    w = (torch.randn(n, device="cuda") * 0.3 + (0 if zc else 1)).to(dtype)
+    names = _spy_names(monkeypatch)
+    want_y, want_h = ops.add_rms_norm(gpu.quant_linear(x, q), r, w, 1e-6, zc, fixed=fixed_out)
+    assert names == [form]
+    want_f = fixed.attached(want_y)
+    assert (want_f is not None) == (fixed_out and n % 128 == 0)
+
+    def check(y, h):
+        assert torch.equal(y, want_y) and torch.equal(h, want_h)
+        got = fixed.attached(y)
+        assert (got is None) == (want_f is None)
+        if got is not None:
+            assert torch.equal(got[0], want_f[0]) and torch.equal(got[1], want_f[1])
+
+    for _ in range(3):
+        names.clear()
+        _poison()
+        check(*gpu.quant_linear_add_rms_norm(x, q, r, w, 1e-6, zc, fixed_out=fixed_out))
+        assert names == [form + "n"]
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        yg, hg = gpu.quant_linear_add_rms_norm(x, q, r, w, 1e-6, zc, fixed_out=fixed_out)
+    for _ in range(3):
+        _poison()
+        g.replay()
+        torch.cuda.synchronize()
+        check(yg, hg)
+    monkeypatch.setattr(gpu, "QMV_NORM", False)
+    assert gpu.quant_linear_add_rms_norm(x, q, r, w, 1e-6, zc) is None
+    monkeypatch.setattr(gpu, "QMV_NORM", True)
+    assert gpu.quant_linear_add_rms_norm(torch.cat([x, x]), q, r, w, 1e-6, zc) is None  # two tokens: not served
+    assert gpu.quant_linear_add_rms_norm(x, q, r[:, : n // 2], w, 1e-6, zc) is None  # a residual of another width
+
+
+@pytest.mark.parametrize("shape,bits", [("qwen3.5-27b", 4), ("qwen3.5-27b", 8), ("qwen3-8b", 8)])
+def test_quantised_model_decodes_with_the_norms_in_the_gemvs(shape, bits, monkeypatch):
+    """A random model of the shape (4 layers) with grouped-int weights, NINFER_QMV_NORM=1: every one-token step's
+    mixer output projection and down take the norm after them in their launch (2 a layer; the last down the final
+    norm), and the logits, eager and CUDA-graph replayed, are bit for bit those with the norms in their own launches."""
+    import random_model as rm
+    from quant import quant_model
+
+    from ninfer.quant import gpu
+
+    served = []
+    real = gpu.quant_linear_add_rms_norm
+
+    def counting(*args, **kwargs):
+        out = real(*args, **kwargs)
+        served.append(out is not None)
+        return out
+
+    monkeypatch.setattr(gpu.quant_linear, "with_add_rms_norm", counting)
+    graphed, weights = quant_model(shape, 4, bits)
+    eager, _ = rm.build(shape, "sm90", "cuda", torch.bfloat16, 512, layers=4, weights=weights)
+    for w in weights.values():
+        if not isinstance(w, torch.Tensor):
+            gpu.prepare(w)
+    eager.graphs = None
+    ids = torch.randint(0, graphed.cfg.vocab_size, (40,), generator=torch.Generator().manual_seed(bits)).tolist()
+    toks = {}
+    for name, r, on in (("plain", eager, False), ("eager", eager, True), ("graphed", graphed, True)):
+        monkeypatch.setattr(gpu, "QMV_NORM", on)
+        served.clear()
+        r.reset()
+        out = [r.prefill(ids)]
+        for _ in range(6):
+            out.append(r.decode(int(out[-1].argmax())))
+        toks[name] = out
+        if name == "eager":
+            assert served == [True] * 6 * 2 * 4  # 6 steps x (mixer output + down) x 4 layers
+        if name == "plain":
+            assert served == [False] * 6 * 2 * 4
+    for name in ("graphed", "plain"):
+        for i, (a, b) in enumerate(zip(toks[name], toks["eager"])):
+            assert torch.equal(a, b), f"{name}: step {i}'s logits differ from eager decode with the norms in the GEMVs"
+    assert graphed.graphs.replays >= 4

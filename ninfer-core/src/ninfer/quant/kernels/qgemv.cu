@@ -1391,6 +1391,69 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     }
 }
 
+// The residual add and RMSNorm after a one-token GEMV whose output row y [1, H] feeds them (qmv1n / qmv1fn / qmv1xn):
+// every thread of the block arrives here after the GEMV's stores; the block that counts itself last in ``cnt`` (zero
+// before the launch, set back to zero by that block) computes h = y + r and yn = rms_norm(h) * (1 + w) (zc) or * w, and
+// with oq not null yn's fixed-point form, as the add_rms_norm kernel computes them (fused.cuh; its launcher's H / 8
+// threads a row, one 16-byte vector each, H <= 8192): this block's warps take that kernel's warps in turn, each adding
+// its squares as that kernel's thread of the same vector does, the warps' sums met in the same order, so every output
+// is bit for bit the two launches'. y is read past L1 (other SMs wrote it).
+template <typename T>
+__device__ __forceinline__ void qmv_norm_tail(const T *y, const T *__restrict__ r, const T *__restrict__ nw,
+                                              T *__restrict__ yn, T *__restrict__ h, int H, float eps, int zc,
+                                              unsigned char *__restrict__ oq, int2 *__restrict__ og, int *cnt) {
+    __shared__ int s_last;
+    __shared__ float s_ss[32];
+    __threadfence();  // this thread's stores of y before the count
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
+    __syncthreads();
+    if (!s_last) return;  // block-uniform
+    __threadfence();
+    const int lane = threadIdx.x % 32, nwarps = blockDim.x / 32, HV = H / 8, VW = (HV + 31) / 32;
+    const uint4 *y4 = reinterpret_cast<const uint4 *>(y), *r4 = reinterpret_cast<const uint4 *>(r);
+    const uint4 *w4 = reinterpret_cast<const uint4 *>(nw);
+    uint4 *h4 = reinterpret_cast<uint4 *>(h), *yn4 = reinterpret_cast<uint4 *>(yn);
+    for (int vw = threadIdx.x / 32; vw < VW; vw += nwarps) {  // warp-uniform
+        const int v = vw * 32 + lane;
+        float ss = 0.f;
+        if (v < HV) {
+            uint4 u;
+            asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(y4 + v) : "memory");
+            float a[8], b[8];
+            unpack8<T>(u, a);
+            unpack8<T>(r4[v], b);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                a[i] = to_f(from_f<T>(a[i] + b[i]));
+                ss = fmaf(a[i], a[i], ss);
+            }
+            h4[v] = pack8<T>(a);
+        }
+        ss = warp_sum(ss);
+        if (lane == 0) s_ss[vw] = ss;
+    }
+    __syncthreads();
+    const float rs = rsqrtf(warp_sum(lane < VW ? s_ss[lane] : 0.f) / (float)H + eps);
+    for (int vw = threadIdx.x / 32; vw < VW; vw += nwarps) {
+        const int v = vw * 32 + lane;
+        float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        if (v < HV) {
+            float g[8];
+            unpack8<T>(h4[v], a);  // written above by this thread
+            unpack8<T>(w4[v], g);
+#pragma unroll
+            for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (zc ? 1.f + g[i] : g[i]);
+            const uint4 yv = pack8<T>(a);
+            yn4[v] = yv;
+            if (oq != nullptr) unpack8<T>(yv, a);
+        }
+        if (oq != nullptr) fixed_group16(a, v, v < HV, oq, og, H);  // grid-uniform
+    }
+    if (threadIdx.x == 0) *cnt = 0;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Prefill (more tokens than the GEMV kernels take): a tiled weight dequantised into a dense row-major [N, K] in T
 // (packed column order), for cuBLAS. Each thread takes one lane's 16-byte vector of one chunk: int4 rows g, g + 8 at
@@ -1467,6 +1530,8 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
             ninfer::qmma<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                     \
     }
 
+// qmv1n / qmv1fn / qmv1xn: qmv1 / qmv1f / qmv1x with the residual add and RMSNorm after them (qmv_norm_tail).
+#define QMV_NORM_ARGS(T) const T *r, const T *nw, T *yn, T *h, float eps, int zc, unsigned char *oq, int2 *og, int *cnt
 #define QSK_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                       \
     extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmsk_##S##_s##SS##_b##B##_##ZN##_t##NT(     \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, float *part, \
@@ -1482,6 +1547,12 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G) {                                                                                     \
         ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1n_##S##_s##SS##_b##B##_##ZN(                  \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G, QMV_NORM_ARGS(T)) {                                                                   \
+        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                \
+        ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
@@ -1509,6 +1580,22 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1,    \
                                                                           ninfer::QmvStore<T>{y, N},         \
                                                                           ninfer::QmvFixed{nullptr, nullptr}); \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fn_##S##_s##SS##_b##B##_##ZN(                        \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
+        const T *b, T *y, int N, int K, int G, QMV_NORM_ARGS(T)) {                                          \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
+                                                                    ninfer::QmvStore<T>{y, N},               \
+                                                                    ninfer::QmvFixed{xq, xg});              \
+        ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1xn_##S##_s##SS##_b##B##_##ZN(                        \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G, QMV_NORM_ARGS(T)) {                                                                   \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1,    \
+                                                                          ninfer::QmvStore<T>{y, N},         \
+                                                                          ninfer::QmvFixed{nullptr, nullptr}); \
+        ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
