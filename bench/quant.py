@@ -171,6 +171,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 30: the residual add and norm after the mixers' output projections and down done by that GEMV's last
     # block (qmv1n / qmv1fn / qmv1xn: qgemv.cu qmv_norm_tail), not a launch of their own
     "the norms in the GEMVs' last block (NINFER_QMV_NORM=1)": dict(split=(16,), qmv_norm=True),
+    "the norms in the GEMVs' last block, one warp's loads at a time (QMV_NORM_AHEAD=0, call 1's form)": dict(
+        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_AHEAD=0",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
