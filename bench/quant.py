@@ -173,6 +173,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "the norms in the GEMVs' last block (NINFER_QMV_NORM=1)": dict(split=(16,), qmv_norm=True),
     "the norms in the GEMVs' last block, one warp's loads at a time (QMV_NORM_AHEAD=0, call 1's form)": dict(
         split=(16,), qmv_norm=True, extra=("-DQMV_NORM_AHEAD=0",)),
+    "the norms in the GEMVs' last block, the next kernel launched after the stores (QMV_NORM_LATE=1)": dict(
+        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_LATE=1",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),

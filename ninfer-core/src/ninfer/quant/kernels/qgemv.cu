@@ -1020,7 +1020,7 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
 }
 
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false, bool FROMX = false>
+          bool FIX = false, bool FROMX = false, bool TRIG = true>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
@@ -1094,7 +1094,8 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         for (int p = 1; p <= QMV_PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
-    pdl_stream_enter();
+    if constexpr (TRIG) pdl_stream_enter();
+    else pdl_wait();  // (the caller lets the next kernel launch: qmv_norm_tail with QMV_NORM_LATE)
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
@@ -1403,6 +1404,11 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #ifndef QMV_NORM_AHEAD
 #define QMV_NORM_AHEAD 4
 #endif
+// QMV_NORM_LATE=1: the GEMV lets the next kernel launch here, after its stores, instead of right after its PDL wait, so
+// that the next GEMV's weights requested before its own wait overlap this tail rather than this GEMV's stream.
+#ifndef QMV_NORM_LATE
+#define QMV_NORM_LATE 0
+#endif
 __device__ __forceinline__ uint4 qm_ld_cg(const uint4 *p) {
     uint4 u;
     asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -1445,6 +1451,7 @@ __device__ __forceinline__ void qmv_norm_tail(const T *y, const T *__restrict__ 
                                               unsigned char *__restrict__ oq, int2 *__restrict__ og, int *cnt) {
     __shared__ int s_last;
     __shared__ float s_ss[32];
+    if (QMV_NORM_LATE) pdl_trigger();
     if (threadIdx.x < 32) __threadfence();  // warp 0's stores of y before the count
     __syncthreads();
     if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
@@ -1611,7 +1618,8 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1n_##S##_s##SS##_b##B##_##ZN(                  \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G, QMV_NORM_ARGS(T)) {                                                                   \
-        ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, false, false, !QMV_NORM_LATE>(                 \
+            Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                                    \
         ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
@@ -1644,17 +1652,15 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fn_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
         const T *b, T *y, int N, int K, int G, QMV_NORM_ARGS(T)) {                                          \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1,   \
-                                                                    ninfer::QmvStore<T>{y, N},               \
-                                                                    ninfer::QmvFixed{xq, xg});              \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, false, !QMV_NORM_LATE>(                  \
+            Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, ninfer::QmvFixed{xq, xg});     \
         ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1xn_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G, QMV_NORM_ARGS(T)) {                                                                   \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1,    \
-                                                                          ninfer::QmvStore<T>{y, N},         \
-                                                                          ninfer::QmvFixed{nullptr, nullptr}); \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true, !QMV_NORM_LATE>(                   \
+            Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, ninfer::QmvFixed{nullptr, nullptr}); \
         ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
