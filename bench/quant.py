@@ -175,6 +175,10 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
         split=(16,), qmv_norm=True, extra=("-DQMV_NORM_AHEAD=0",)),
     "the norms in the GEMVs' last block, the next kernel launched after the stores (QMV_NORM_LATE=1)": dict(
         split=(16,), qmv_norm=True, extra=("-DQMV_NORM_LATE=1",)),
+    "the norms in the GEMVs' last block, counted by an acquire-release atomic (QMV_NORM_SYNC=1)": dict(
+        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_SYNC=1",)),
+    "the norms in the GEMVs' last block, acquire-release count, next kernel after the stores": dict(
+        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_SYNC=1", "-DQMV_NORM_LATE=1")),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),

@@ -1221,3 +1221,13 @@ def test_quantised_model_decodes_with_the_norms_in_the_gemvs(shape, bits, monkey
         for i, (a, b) in enumerate(zip(toks[name], toks["eager"])):
             assert torch.equal(a, b), f"{name}: step {i}'s logits differ from eager decode with the norms in the GEMVs"
     assert graphed.graphs.replays >= 4
+
+
+@pytest.mark.parametrize("form", ["qmv1", "qmv1f", "qmv1x"])
+@pytest.mark.parametrize("n,k", [(5120, 17408), (384, 512)])
+def test_norm_in_the_gemv_counted_by_an_acquire_release_atomic(form, n, k, monkeypatch):
+    """The -DQMV_NORM_SYNC=1 build (bench variant): the same bits as the two ops."""
+    from ninfer.quant import gpu
+
+    monkeypatch.setattr(gpu, "BENCH_EXTRA", ("-DQMV_NORM_SYNC=1",))
+    test_norm_in_the_gemv_is_bit_for_bit_the_two_ops(torch.bfloat16, form, 4, n, k, True, True, monkeypatch)

@@ -1409,6 +1409,11 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #ifndef QMV_NORM_LATE
 #define QMV_NORM_LATE 0
 #endif
+// QMV_NORM_SYNC=1: thread 0's count is an acquire-release atomic after the block's barrier, in place of the
+// sequentially consistent fences around a relaxed one.
+#ifndef QMV_NORM_SYNC
+#define QMV_NORM_SYNC 0
+#endif
 __device__ __forceinline__ uint4 qm_ld_cg(const uint4 *p) {
     uint4 u;
     asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -1452,12 +1457,23 @@ __device__ __forceinline__ void qmv_norm_tail(const T *y, const T *__restrict__ 
     __shared__ int s_last;
     __shared__ float s_ss[32];
     if (QMV_NORM_LATE) pdl_trigger();
-    if (threadIdx.x < 32) __threadfence();  // warp 0's stores of y before the count
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
-    __syncthreads();
-    if (!s_last) return;  // block-uniform
-    __threadfence();
+    if (QMV_NORM_SYNC) {  // the count itself releases the block's stores and acquires the others' (no SC fences)
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int old;
+            asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(cnt) : "memory");
+            s_last = old == (int)gridDim.x - 1;
+        }
+        __syncthreads();
+        if (!s_last) return;  // block-uniform
+    } else {
+        if (threadIdx.x < 32) __threadfence();  // warp 0's stores of y before the count
+        __syncthreads();
+        if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
+        __syncthreads();
+        if (!s_last) return;  // block-uniform
+        __threadfence();
+    }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32, HV = H / 8;
     const int VW = (HV + 31) / 32;
     const uint4 *y4 = reinterpret_cast<const uint4 *>(y), *r4 = reinterpret_cast<const uint4 *>(r);
