@@ -168,17 +168,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "the output gate in its own launch (sigmoid_mul, before session 29)": dict(split=(16,), gate_apart=True),
     # (session 29: the norm letting the next kernel launch after its row's loads, or at its exit, instead of after its
     # wait: the 27B 1.4-2.7 % and 3.4-4.7 % slower on an H100; removed, code in a2cbb4c)
-    # session 30: the residual add and norm after the mixers' output projections and down done by that GEMV's last
-    # block (qmv1n / qmv1fn / qmv1xn: qgemv.cu qmv_norm_tail), not a launch of their own
-    "the norms in the GEMVs' last block (NINFER_QMV_NORM=1)": dict(split=(16,), qmv_norm=True),
-    "the norms in the GEMVs' last block, one warp's loads at a time (QMV_NORM_AHEAD=0, call 1's form)": dict(
-        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_AHEAD=0",)),
-    "the norms in the GEMVs' last block, the next kernel launched after the stores (QMV_NORM_LATE=1)": dict(
-        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_LATE=1",)),
-    "the norms in the GEMVs' last block, counted by an acquire-release atomic (QMV_NORM_SYNC=1)": dict(
-        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_SYNC=1",)),
-    "the norms in the GEMVs' last block, acquire-release count, next kernel after the stores": dict(
-        split=(16,), qmv_norm=True, extra=("-DQMV_NORM_SYNC=1", "-DQMV_NORM_LATE=1")),
+    # (session 30: the residual add and norm after the mixers' output projections and down done by that GEMV's last
+    # block, qmv1n / qmv1fn / qmv1xn with NINFER_QMV_NORM=1, bit for bit the two ops: the 27B 1.5-6.6 % slower on an
+    # H100 in every form tried, the 8B level; removed, code in 41f0816)
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -213,7 +205,6 @@ def variant(label: str):
     gpu.QMV1F_INT8 = v.get("qmv1f_int8", True)
     gpu.QMV1F_HEAD = v.get("qmv1f_head", False)
     gpu.QMV1X = set(v.get("qmv1x", {4}))
-    gpu.QMV_NORM = v.get("qmv_norm", False)
     gpu.QMV_WAVES = v.get("qmv_waves", True)
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)

@@ -361,57 +361,6 @@ def test_output_gate_rides_in_attention_only_from_attentions_backend(tmp_path, m
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f"step {i}")
 
 
-def test_norms_ride_in_the_output_projections_and_down(tmp_path, monkeypatch):
-    """Each decode step asks the mixers' output projections and down to add the residual and apply the norm after them
-    in their own launch (DecoderBlock.through; ninfer.quant.gpu's kernels on the GPU): here a quantised model on the
-    CPU whose GEMM offers that form as the two ops. Every block's output projection takes its post norm, every down
-    the next block's input norm and the last down the final norm, with the right residual: the logits equal those of
-    the norms as their own ops. Prefill (many tokens) asks for none."""
-    import dataclasses
-
-    from ninfer.models import decoder
-    from ninfer.quant.quantize import quantize_checkpoint
-
-    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
-    make_checkpoint(src, multimodal=False, seed=5)
-    quantize_checkpoint(src, dst, bits=4, group_size=32, progress=False, dtype=torch.float32)
-    ids = prompt(24, seed=4)
-    llm = LLM(model=dst, backend="reference", device="cpu", dtype="float32", max_context=256, progress=False)
-    layout = llm.model.layers[0].mlp.down.weight.layout
-    impl, calls = llm.ops.gemm[layout], []
-
-    def gemm(x, w, bias=None):
-        return impl.fn(x, w, bias)
-
-    def with_add_rms_norm(x, w, residual, norm_weight, eps, zero_centered=False, fixed_out=False):
-        calls.append((w, norm_weight))
-        return llm.ops.add_rms_norm(impl.fn(x, w, None), residual, norm_weight, eps, zero_centered)
-
-    gemm.with_add_rms_norm = with_add_rms_norm
-    monkeypatch.setitem(llm.ops.gemm, layout, dataclasses.replace(impl, fn=gemm))
-
-    def run():
-        llm.runner.reset()
-        return [llm.runner.prefill(ids[:16])] + [llm.runner.decode(t) for t in ids[16:]]
-
-    got = run()
-    layers = llm.model.layers
-    want_calls = []
-    for i, layer in enumerate(layers):
-        want_calls.append((layer.mixer.output_weight(), layer.post_norm.weight))
-        nxt = layers[i + 1].input_norm if i + 1 < len(layers) else llm.model.norm
-        want_calls.append((layer.mlp.down.weight, nxt.weight))
-    assert len(calls) == len(want_calls) * (len(ids) - 16)
-    for i, (c, wc) in enumerate(zip(calls, want_calls * (len(ids) - 16))):
-        assert c[0] is wc[0] and c[1] is wc[1], f"call {i}"
-    monkeypatch.setattr(decoder, "NORM_IN_LINEAR", False)
-    calls.clear()
-    want = run()
-    assert not calls
-    for i, (a, b) in enumerate(zip(got, want)):
-        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f"step {i}")
-
-
 def test_quantize_reads_the_published_multimodal_layout(tmp_path):
     """Qwen3.5 / 3.6 are published as Qwen3_5ForConditionalGeneration, the decoder under model.language_model:
     `ninfer quantize` quantises those blocks (vision tower and MTP head kept dense), and the result loads and

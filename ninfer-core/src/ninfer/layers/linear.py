@@ -14,9 +14,6 @@ class Linear:
         self.weight: torch.Tensor | None = None  # [out, in], or a quantised weight (ninfer.quant.QuantWeight)
         self.bias: torch.Tensor | None = None
         self.has_bias = bias
-        # (norm, residual) for the next call only (DecoderBlock.through): that call returns norm.add_and_norm(y, residual),
-        # (normed, h), in one launch where the weight's GEMM offers it (a quantised weight, one token on the GPU)
-        self.then: tuple | None = None
 
     def check_parts(self, names: list[str], rows: list[int]) -> None:
         """Checkpoint tensors fused on dim 0 into this layer's weight or bias (q|k|v, gate|up), dense or quantised, must
@@ -29,20 +26,7 @@ class Linear:
             raise NinferError(f"{', '.join(names)} have {', '.join(map(str, rows))} rows but the config implies "
                               f"{', '.join(map(str, want))}; the config and weights disagree.")
 
-    def __call__(self, x: torch.Tensor):
-        then, self.then = self.then, None
-        if then is None:
-            return self.plain(x)
-        norm, residual = then
-        if not isinstance(self.weight, torch.Tensor) and self.bias is None:
-            fused = getattr(self.ops.linear_for(self.weight.layout), "with_add_rms_norm", None)
-            out = None if fused is None else fused(x, self.weight, residual, norm.weight, norm.eps, norm.zero_centered,
-                                                   fixed_out=norm.fixed)
-            if out is not None:
-                return out
-        return norm.add_and_norm(self.plain(x), residual)
-
-    def plain(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if isinstance(self.weight, torch.Tensor):
             return self.ops.linear(x, self.weight, self.bias)
         return self.ops.linear_for(self.weight.layout)(x, self.weight, self.bias)

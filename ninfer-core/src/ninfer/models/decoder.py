@@ -14,10 +14,6 @@ from ..layers.linear import Linear
 from ..layers.mlp import SwiGLU
 from ..layers.norm import RMSNorm
 
-# The residual add and RMSNorm after a mixer's output projection and after down in that GEMV's launch where its kernel
-# offers it (DecoderBlock.through; the quantised one-token GEMVs, NINFER_QMV_NORM=1).
-NORM_IN_LINEAR = True
-
 
 class DecoderBlock:
     def __init__(self, cfg, ops, layer_idx: int, kv_idx: int):
@@ -31,44 +27,23 @@ class DecoderBlock:
         self.post_norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
         self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias)
         self.fixed_planned = False
-        self.mixer_out: Linear | None = None  # the mixer's output projection, where through() may fuse the norm after it
 
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         h, mlp_out = self.deferred(x, None, ctx)
         return h + mlp_out
 
-    def deferred(self, x: torch.Tensor, pending, ctx, next_norm: RMSNorm | None = None) -> tuple[torch.Tensor, object]:
+    def deferred(self, x: torch.Tensor, pending: torch.Tensor | None, ctx) -> tuple[torch.Tensor, torch.Tensor]:
         """The block with its last residual add left to the caller: (h, mlp_out), the block's output being
         h + mlp_out. ``pending``: the previous block's mlp_out, not yet added to x; this block's input norm adds
-        it (add_rms_norm: one kernel instead of an add and a norm). With ``next_norm`` (the next block's input norm,
-        or the final norm) that add and norm may ride in down's GEMV instead: then the second value is
-        (next_norm(h + mlp_out), h + mlp_out), a tuple, which the next block takes as its ``pending``."""
+        it (add_rms_norm: one kernel instead of an add and a norm)."""
         if not self.fixed_planned and x.shape[0] == 1:  # at the first one-token step: weights repacked by then
             self.plan_fixed(x)
         if pending is None:
             a = self.input_norm(x)
-        elif isinstance(pending, tuple):  # the previous block's down GEMV added and normalised already
-            a, x = pending
         else:
             a, x = self.input_norm.add_and_norm(pending, x)
-        normed, h = self.through(lambda: self.mixer(a, ctx), self.mixer_out, self.post_norm, x)  # h = x + mixer out
-        if next_norm is None:
-            return h, self.mlp(normed)
-        return h, self.through(lambda: self.mlp(normed), self.mlp.down, next_norm, h)
-
-    @staticmethod
-    def through(run, last: Linear | None, norm: RMSNorm, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """norm.add_and_norm(run(), residual), where run()'s last op is the linear layer ``last``: that layer is asked
-        to add and normalise in its own launch (Linear.then), which its GEMM does where it can (one token, a quantised
-        weight on the GPU, NINFER_QMV_NORM=1: ninfer.quant.gpu.quant_linear_add_rms_norm)."""
-        if last is None or not NORM_IN_LINEAR or residual.shape[0] != 1:
-            return norm.add_and_norm(run(), residual)
-        last.then = (norm, residual)
-        try:
-            out = run()
-        finally:
-            last.then = None
-        return out if isinstance(out, tuple) else norm.add_and_norm(out, residual)
+        normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x)  # h = x + mixer out
+        return h, self.mlp(normed)
 
     def plan_fixed(self, x: torch.Tensor) -> None:
         """Each norm also writes its row in the fixed-point form of the int4 one-token GEMV (ninfer.quant.fixed)
@@ -84,9 +59,6 @@ class DecoderBlock:
         self.mlp.fixed = self.post_norm.fixed and serves(self.mlp.down.weight)
         if hasattr(self.mixer, "fixed_out"):
             self.mixer.fixed_out = x.is_cuda and serves_output(self.mixer.output_weight())
-        out_w = self.mixer.output_weight() if hasattr(self.mixer, "output_weight") else None
-        self.mixer_out = next((v for v in vars(self.mixer).values() if isinstance(v, Linear) and v.weight is out_w
-                               and out_w is not None), None)
         self.fixed_planned = True
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
@@ -118,26 +90,16 @@ class CausalLM:
 
             self.norm.fixed = x.is_cuda and gpu.QMV1F_HEAD and serves(self.lm_head.weight)
             self.fixed_planned = True
-        if ids.numel() == 1:  # every block's fixed-point plan before the first one, whose down may write the next's form
-            for layer in self.layers:
-                if isinstance(layer, DecoderBlock) and not layer.fixed_planned:
-                    layer.plan_fixed(x)
-        pending = None  # the last block's MLP output, added to x by the next norm (fused), or already (normed, h)
-        n = len(self.layers)
-        for i, layer in enumerate(self.layers):
+        pending = None  # the last block's MLP output, added to x by the next norm (fused)
+        for layer in self.layers:
             if isinstance(layer, DecoderBlock):
-                nxt = self.layers[i + 1] if i + 1 < n else None
-                next_norm = self.norm if nxt is None else nxt.input_norm if isinstance(nxt, DecoderBlock) else None
-                x, pending = layer.deferred(x, pending, ctx, next_norm)
+                x, pending = layer.deferred(x, pending, ctx)
             else:  # a wrapped block (engine.speculative.LayerTaps) takes and returns the whole residual stream
-                x = layer(x if pending is None else pending[1] if isinstance(pending, tuple) else x + pending, ctx)
+                x = layer(x if pending is None else x + pending, ctx)
                 pending = None
         if pending is None:
             ctx.hidden_pre_norm = x
             return self.norm(x)
-        if isinstance(pending, tuple):  # the last down GEMV applied the final norm
-            normed, ctx.hidden_pre_norm = pending
-            return normed
         normed, ctx.hidden_pre_norm = self.norm.add_and_norm(pending, x)
         return normed
 

@@ -117,10 +117,6 @@ QMV1X: set[int] = _bits_env("NINFER_QMV1X", "4")
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
 # The 27B W4A16 decode +0.4-0.5 % on an H100 (bench/RESULTS.md session 25; not run on the H200).
 QMV1F_OUT: bool = os.environ.get("NINFER_QMV1F_OUT", "1").lower() not in ("0", "false", "off", "")
-# One token of a weight whose output row the residual add and RMSNorm take next (the mixers' output projections and
-# down, DecoderBlock): the GEMV's last block to finish does them (qmv1n / qmv1fn / qmv1xn: qmv_norm_tail), so the
-# norm is not a launch of its own (NINFER_QMV_NORM=1).
-QMV_NORM: bool = os.environ.get("NINFER_QMV_NORM", "0").lower() not in ("0", "false", "off", "")
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -199,7 +195,7 @@ def kernel_names(arch: str) -> list[str]:
                   for z in (False, True) for t in MMA_WIDTHS for sk in (False, True)]
         names += [qmv_kernel_name(d, sd, b, z, wd) for d in _SUFFIX for sd in _SUFFIX for b in (4, 8)
                   for z in (False, True) for wd in (1, 8, 16)]
-        forms = ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf", "qmv1x", "qmv1n", "qmv1fn", "qmv1xn")
+        forms = ("qmv1s", "qmv1g", "qdeq", "qmv1f", "qmv1sf", "qmv1gf", "qmv1x")
         names += [p + qmv_kernel_name(d, sd, b, z)[4:] for p in forms
                   for d in _SUFFIX for sd in _SUFFIX for b in (4, 8) for z in (False, True)]
     return names
@@ -557,45 +553,6 @@ def dequantize_dense(w: QuantWeight, dtype: torch.dtype) -> torch.Tensor:
     return out
 
 
-_norm_counts: dict = {}
-
-
-def quant_linear_add_rms_norm(x: torch.Tensor, w: QuantWeight, residual: torch.Tensor, norm_weight: torch.Tensor,
-                              eps: float, zero_centered: bool = False, fixed_out: bool = False):
-    """add_rms_norm(quant_linear(x, w), residual, norm_weight, eps, zero_centered[, fixed]) for one token in one launch:
-    the one-token GEMV (qmv1 / qmv1f / qmv1x, as quant_linear picks) whose last block adds the residual and normalises
-    the row (qmv1n / qmv1fn / qmv1xn), every output bit for bit the two ops'. Returns (normed, h), the normed row with
-    its fixed-point form attached where ``fixed_out`` (ninfer.quant.fixed); None where the kernels do not serve (the
-    caller runs the two ops). NINFER_QMV_NORM=1 turns it on."""
-    k, n = w.in_features, w.scales.shape[0]
-    form = _one_token_form(x, w, QMV_NORM) if n % 8 == 0 and n <= 8192 else None
-    if (form is None or residual.shape != (1, n) or residual.dtype != x.dtype or norm_weight.shape != (n,)
-            or norm_weight.dtype != x.dtype or residual.device != x.device or norm_weight.device != x.device
-            or not residual.is_contiguous() or not norm_weight.is_contiguous()
-            or residual.data_ptr() % 16 or norm_weight.data_ptr() % 16 or "-DQMV_PERSIST=1" in BENCH_EXTRA):
-        return None
-    x2, sp, zp, tiles, warps, mod, sfx = form
-    y = torch.empty(1, n, dtype=x.dtype, device=x.device)
-    yn, h = torch.empty_like(y), torch.empty_like(y)
-    oq = og = None
-    if fixed_out and n % fixed.GROUP == 0:
-        oq = torch.empty(2, n, dtype=torch.int8, device=x.device)
-        og = torch.empty(n // fixed.GROUP, 2, dtype=torch.int32, device=x.device)
-    idx = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    if idx not in _norm_counts:  # one per device: each launch sets it back to zero as it ends (one stream's launches)
-        _norm_counts[idx] = torch.zeros(1, dtype=torch.int32, device=x.device)
-    tail = (residual, norm_weight, yn, h, float(eps), int(bool(zero_centered)), oq, og, _norm_counts[idx])
-    fx = _fixed_form(x, w)
-    if fx is not None:
-        mod["qmv1fn" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, fx[0], fx[1], None, y, n, k, w.group_size,
-                            *tail)
-    elif QMV1F and w.bits in QMV1X and fixed_kernels_serve(w):
-        mod["qmv1xn" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, None, y, n, k, w.group_size, *tail)
-    else:
-        mod["qmv1n" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, None, y, n, k, w.group_size, *tail)
-    return (yn if oq is None else fixed.attach(yn, oq, og)), h
-
-
 def _width(t: int) -> int:
     return next(w for w in WIDTHS if w >= t)
 
@@ -675,5 +632,4 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
 
 quant_linear.with_silu_mul = quant_linear_silu_mul  # the SwiGLU layer's one-launch form (layers/mlp.py)
 quant_linear.with_gdn_in = quant_gdn_in_proj  # the Gated DeltaNet layer's (layers/gated_deltanet.py)
-quant_linear.with_add_rms_norm = quant_linear_add_rms_norm  # the decoder's, after a mixer or the MLP (layers/linear.py)
 quant_gdn_in_proj.prepare = prepare  # run by that layer on the [in_proj | in_proj_ba] weight it makes, before capture

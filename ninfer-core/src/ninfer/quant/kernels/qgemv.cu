@@ -1020,7 +1020,7 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
 }
 
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false, bool FROMX = false, bool TRIG = true>
+          bool FIX = false, bool FROMX = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
@@ -1094,8 +1094,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         for (int p = 1; p <= QMV_PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
-    if constexpr (TRIG) pdl_stream_enter();
-    else pdl_wait();  // (the caller lets the next kernel launch: qmv_norm_tail with QMV_NORM_LATE)
+    pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
@@ -1392,151 +1391,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     }
 }
 
-// The residual add and RMSNorm after a one-token GEMV whose output row y [1, H] feeds them (qmv1n / qmv1fn / qmv1xn):
-// every thread of the block arrives here after the GEMV's stores (warp 0's: qmv's one-token epilogue); the block that
-// counts itself last in ``cnt`` (zero before the launch, set back to zero by that block) computes h = y + r and
-// yn = rms_norm(h) * (1 + w) (zc) or * w, and with oq not null yn's fixed-point form, as the add_rms_norm kernel
-// computes them (fused.cuh; its launcher's H / 8 threads a row, one 16-byte vector each, H <= 8192): this block's
-// warps take that kernel's warps in turn, each adding its squares as that kernel's thread of the same vector does,
-// the warps' sums met in the same order, so every output is bit for bit the two launches'. y is read past L1 (other
-// SMs wrote it). QMV_NORM_AHEAD (default 4): a warp's first that many of those warps' y, r and w loads are all
-// issued before any is used (one memory round trip, as the norm kernel's); 0: one warp's loads at a time.
-#ifndef QMV_NORM_AHEAD
-#define QMV_NORM_AHEAD 4
-#endif
-// QMV_NORM_LATE=1: the GEMV lets the next kernel launch here, after its stores, instead of right after its PDL wait, so
-// that the next GEMV's weights requested before its own wait overlap this tail rather than this GEMV's stream.
-#ifndef QMV_NORM_LATE
-#define QMV_NORM_LATE 0
-#endif
-// QMV_NORM_SYNC=1: thread 0's count is an acquire-release atomic after the block's barrier, in place of the
-// sequentially consistent fences around a relaxed one.
-#ifndef QMV_NORM_SYNC
-#define QMV_NORM_SYNC 0
-#endif
-__device__ __forceinline__ uint4 qm_ld_cg(const uint4 *p) {
-    uint4 u;
-    asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "l"(p) : "memory");
-    return u;
-}
-template <typename T>
-__device__ __forceinline__ float qm_add_sq(uint4 &yv, const uint4 &rv) {  // yv <- h = y + r (in T); sum of h^2
-    float a[8], b[8], ss = 0.f;
-    unpack8<T>(yv, a);
-    unpack8<T>(rv, b);
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        a[i] = to_f(from_f<T>(a[i] + b[i]));
-        ss = fmaf(a[i], a[i], ss);
-    }
-    yv = pack8<T>(a);
-    return ss;
-}
-template <typename T>
-__device__ __forceinline__ void qm_norm_out(const uint4 &hv, const uint4 &wv, float rs, int zc, int v, bool valid,
-                                            uint4 *__restrict__ yn4, unsigned char *__restrict__ oq,
-                                            int2 *__restrict__ og, int H) {
-    float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (valid) {
-        float g[8];
-        unpack8<T>(hv, a);
-        unpack8<T>(wv, g);
-#pragma unroll
-        for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (zc ? 1.f + g[i] : g[i]);
-        const uint4 yv = pack8<T>(a);
-        yn4[v] = yv;
-        if (oq != nullptr) unpack8<T>(yv, a);
-    }
-    if (oq != nullptr) fixed_group16(a, v, valid, oq, og, H);  // warp-uniform
-}
-template <typename T>
-__device__ __forceinline__ void qmv_norm_tail(const T *y, const T *__restrict__ r, const T *__restrict__ nw,
-                                              T *__restrict__ yn, T *__restrict__ h, int H, float eps, int zc,
-                                              unsigned char *__restrict__ oq, int2 *__restrict__ og, int *cnt) {
-    __shared__ int s_last;
-    __shared__ float s_ss[32];
-    if (QMV_NORM_LATE) pdl_trigger();
-    if (QMV_NORM_SYNC) {  // the count itself releases the block's stores and acquires the others' (no SC fences)
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            int old;
-            asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(cnt) : "memory");
-            s_last = old == (int)gridDim.x - 1;
-        }
-        __syncthreads();
-        if (!s_last) return;  // block-uniform
-    } else {
-        if (threadIdx.x < 32) __threadfence();  // warp 0's stores of y before the count
-        __syncthreads();
-        if (threadIdx.x == 0) s_last = atomicAdd(cnt, 1) == (int)gridDim.x - 1;
-        __syncthreads();
-        if (!s_last) return;  // block-uniform
-        __threadfence();
-    }
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32, HV = H / 8;
-    const int VW = (HV + 31) / 32;
-    const uint4 *y4 = reinterpret_cast<const uint4 *>(y), *r4 = reinterpret_cast<const uint4 *>(r);
-    const uint4 *w4 = reinterpret_cast<const uint4 *>(nw);
-    uint4 *h4 = reinterpret_cast<uint4 *>(h), *yn4 = reinterpret_cast<uint4 *>(yn);
-    constexpr int A = QMV_NORM_AHEAD > 0 ? QMV_NORM_AHEAD : 1;
-    uint4 yv[A], rv[A], wv[A];
-    const bool ahead = QMV_NORM_AHEAD > 0 && VW <= A * nwarps;  // block-uniform
-    if (ahead) {
-#pragma unroll
-        for (int j = 0; j < A; j++) {
-            const int v = (warp + j * nwarps) * 32 + lane;
-            if (v < HV) {
-                yv[j] = qm_ld_cg(y4 + v);
-                rv[j] = r4[v];
-                wv[j] = w4[v];
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < A; j++) {
-            const int vw = warp + j * nwarps, v = vw * 32 + lane;
-            if (vw < VW) {  // warp-uniform
-                float ss = 0.f;
-                if (v < HV) {
-                    ss = qm_add_sq<T>(yv[j], rv[j]);
-                    h4[v] = yv[j];
-                }
-                ss = warp_sum(ss);
-                if (lane == 0) s_ss[vw] = ss;
-            }
-        }
-    } else {
-        for (int vw = warp; vw < VW; vw += nwarps) {
-            const int v = vw * 32 + lane;
-            float ss = 0.f;
-            if (v < HV) {
-                uint4 u = qm_ld_cg(y4 + v);
-                ss = qm_add_sq<T>(u, r4[v]);
-                h4[v] = u;
-            }
-            ss = warp_sum(ss);
-            if (lane == 0) s_ss[vw] = ss;
-        }
-    }
-    __syncthreads();
-    const float rs = rsqrtf(warp_sum(lane < VW ? s_ss[lane] : 0.f) / (float)H + eps);
-    if (ahead) {
-#pragma unroll
-        for (int j = 0; j < A; j++) {
-            const int vw = warp + j * nwarps, v = vw * 32 + lane;
-            if (vw < VW) qm_norm_out<T>(yv[j], wv[j], rs, zc, v, v < HV, yn4, oq, og, H);
-        }
-    } else {
-        for (int vw = warp; vw < VW; vw += nwarps) {
-            const int v = vw * 32 + lane;
-            const uint4 hv = v < HV ? h4[v] : make_uint4(0, 0, 0, 0);  // written above by this thread
-            const uint4 wq = v < HV ? w4[v] : make_uint4(0, 0, 0, 0);
-            qm_norm_out<T>(hv, wq, rs, zc, v, v < HV, yn4, oq, og, H);
-        }
-    }
-    if (threadIdx.x == 0) *cnt = 0;
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Prefill (more tokens than the GEMV kernels take): a tiled weight dequantised into a dense row-major [N, K] in T
 // (packed column order), for cuBLAS. Each thread takes one lane's 16-byte vector of one chunk: int4 rows g, g + 8 at
@@ -1613,8 +1467,6 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
             ninfer::qmma<T, ST, B, Z, NSET, false>(Wp, Sp, Zp, x, b, y, N, K, G, ntok);                     \
     }
 
-// qmv1n / qmv1fn / qmv1xn: qmv1 / qmv1f / qmv1x with the residual add and RMSNorm after them (qmv_norm_tail).
-#define QMV_NORM_ARGS(T) const T *r, const T *nw, T *yn, T *h, float eps, int zc, unsigned char *oq, int2 *og, int *cnt
 #define QSK_KERNEL(S, T, SS, ST, B, Z, ZN, NSET, NT)                                                       \
     extern "C" __global__ void __launch_bounds__(QM_MAX_WARPS * 32) qmsk_##S##_s##SS##_b##B##_##ZN##_t##NT(     \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, float *part, \
@@ -1630,13 +1482,6 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
         int K, int G) {                                                                                     \
         ninfer::qmv<T, ST, B, Z, 0>(Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1n_##S##_s##SS##_b##B##_##ZN(                  \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G, QMV_NORM_ARGS(T)) {                                                                   \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, false, false, !QMV_NORM_LATE>(                 \
-            Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N});                                    \
-        ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv8_##S##_s##SS##_b##B##_##ZN(                   \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
@@ -1664,20 +1509,6 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
         ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true>(Wp, Sp, Zp, x, b, y, N, K, G, 1,    \
                                                                           ninfer::QmvStore<T>{y, N},         \
                                                                           ninfer::QmvFixed{nullptr, nullptr}); \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fn_##S##_s##SS##_b##B##_##ZN(                        \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
-        const T *b, T *y, int N, int K, int G, QMV_NORM_ARGS(T)) {                                          \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, false, !QMV_NORM_LATE>(                  \
-            Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, ninfer::QmvFixed{xq, xg});     \
-        ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1xn_##S##_s##SS##_b##B##_##ZN(                        \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G, QMV_NORM_ARGS(T)) {                                                                   \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true, !QMV_NORM_LATE>(                   \
-            Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, ninfer::QmvFixed{nullptr, nullptr}); \
-        ninfer::qmv_norm_tail<T>(y, r, nw, yn, h, N, eps, zc, oq, og, cnt);                                  \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
