@@ -1101,13 +1101,3 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
         assert _same_clear_tokens(out[name], out["plain"]), name
         err = (out[name] - out["plain"]).norm() / out["plain"].norm()
         assert 0 < err < 2e-2, (name, err)
-
-
-@pytest.mark.parametrize("extra", [("-DQMV_FOUT_SYNC=1",), ("-DQMV_FOUT_SYNC=1", "-DQMV_FOUT_LATE=1")])
-def test_fixed_point_swiglu_writes_the_down_form_bench_builds(extra, monkeypatch):
-    """The bench variants' builds of qmv1sf's form for down (acquire-release group counts, the late launch): the
-    same bits, launch after launch and in graph replays."""
-    from ninfer.quant import gpu
-
-    monkeypatch.setattr(gpu, "BENCH_EXTRA", extra)
-    test_fixed_point_swiglu_writes_the_down_form(torch.bfloat16, 17408, 5120, monkeypatch)
