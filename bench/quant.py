@@ -139,6 +139,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "int4 one token in bf16 (qmv1, before qmv1f)": dict(split=(16,), qmv1f=False),
     "qmv1f, group loads behind branches (QMV_FIXFETCH=0, session 23)": dict(split=(16,), extra=("-DQMV_FIXFETCH=0",)),
     "qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)": dict(split=(16,), qmv1f_down=True),
+    "the SwiGLU GEMV lets down launch after its sums, not after its wait (QMV_FOUT_LATE=1)": dict(
+        split=(16,), extra=("-DQMV_FOUT_LATE=1",)),
     # (session 30: that form's group count as an acquire-release atomic, with down let launch after the SwiGLU GEMV's
     # sums, brought it from -2.4 % to level with the default on an H100; removed, code in 2828f9d)
     # session 25: GDN out_proj and attention o on qmv1f, the form from the recurrence / the output gate (default)
