@@ -139,10 +139,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "int4 one token in bf16 (qmv1, before qmv1f)": dict(split=(16,), qmv1f=False),
     "qmv1f, group loads behind branches (QMV_FIXFETCH=0, session 23)": dict(split=(16,), extra=("-DQMV_FIXFETCH=0",)),
     "qmv1f, down from the SwiGLU GEMV's form (NINFER_QMV1F_DOWN=1)": dict(split=(16,), qmv1f_down=True),
-    "the SwiGLU GEMV lets down launch after its sums, not after its wait (QMV_FOUT_LATE=1)": dict(
-        split=(16,), extra=("-DQMV_FOUT_LATE=1",)),
     # (session 30: that form's group count as an acquire-release atomic, with down let launch after the SwiGLU GEMV's
-    # sums, brought it from -2.4 % to level with the default on an H100; removed, code in 2828f9d)
+    # sums, brought it from -2.4 % to level with the default on an H100; the late launch alone, down making its own
+    # form, -0.1 to -1.4 % on both models; removed, code in 2828f9d)
     # session 25: GDN out_proj and attention o on qmv1f, the form from the recurrence / the output gate (default)
     # session 25: int4 one-token GEMVs ask L2 for their next 2 bursts before the PDL wait (default; int8 never)
     "no bursts into L2 before the PDL wait (QMV_PREPF=0, before session 25)": dict(split=(16,), extra=("-DQMV_PREPF=0",)),

@@ -796,15 +796,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #define QMV_MAXREG4 QMV_MAXREG
 #define QMV_MAXREG8 QMV_MAXREG
 #endif
-// qmv1sf writing down's form (NINFER_QMV1F_DOWN=1): QMV_FOUT_SYNC=1 counts a group's blocks with an acquire-release
-// atomic after the warp's barrier instead of sequentially consistent fences around a relaxed one; QMV_FOUT_LATE=1 lets
-// the next kernel launch after the block's sums instead of right after its PDL wait (bench variants, session 30).
-#ifndef QMV_FOUT_SYNC
-#define QMV_FOUT_SYNC 0
-#endif
-#ifndef QMV_FOUT_LATE
-#define QMV_FOUT_LATE 0
-#endif
 #ifndef QMV_MAXREG4
 #define QMV_MAXREG4 80
 #endif
@@ -1029,7 +1020,7 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
 }
 
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false, bool FROMX = false, bool TRIG = true>
+          bool FIX = false, bool FROMX = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
@@ -1103,8 +1094,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         for (int p = 1; p <= QMV_PREPF; p++)
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
-    if constexpr (TRIG) pdl_stream_enter();
-    else pdl_wait();  // (the next kernel launches after this one's stores: QMV_FOUT_LATE)
+    pdl_stream_enter();
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
@@ -1337,7 +1327,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
         for (int i = 0; i < NACC; i++) red_s[half * warps + warp][i][lane] = acc[0][IDX[i]];
         __syncthreads();
-        if constexpr (!TRIG) pdl_trigger();
         const bool fout = FIX && fx.ocnt != nullptr;  // grid-uniform
         if (half * warps + warp != 0 || (t != 0 && !fout)) return;
         if (t == 0) {
@@ -1350,23 +1339,12 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             }
         }
         if (fout) {  // warp 0: the last of a group's 8 blocks writes the group's fixed-point form
+            __threadfence();
+            __syncwarp();
             const int grp = blockIdx.x >> 3;
-            int last;
-            if (QMV_FOUT_SYNC) {  // the count itself releases the warp's stores and acquires the other blocks'
-                __syncwarp();
-                int old = 0;
-                if (lane == 0)
-                    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(fx.ocnt + grp)
-                                 : "memory");
-                last = old == 7;
-            } else {
-                __threadfence();
-                __syncwarp();
-                last = lane == 0 ? atomicAdd(fx.ocnt + grp, 1) == 7 : 0;
-            }
+            int last = lane == 0 ? atomicAdd(fx.ocnt + grp, 1) == 7 : 0;
             if (!__shfl_sync(0xffffffffu, last, 0)) return;
-            if (QMV_FOUT_SYNC) __syncwarp();  // lane 0's acquire before every lane's loads
-            else __threadfence();
+            __threadfence();
             float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
             const int v = grp * 16 + (lane & 15);
             if (lane < 16) {  // past L1 (other SMs' stores), and not moved above the fence (volatile, memory clobber)
@@ -1535,9 +1513,9 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
         int N, int K, int G, unsigned char *oq, int2 *og, int *ocnt) {                                      \
-        ninfer::qmv<T, ST, B, Z, 0, true, ninfer::QmvStore<T>, true, false, !QMV_FOUT_LATE>(                   \
-            Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, 1, ninfer::QmvStore<T>{y, N},                          \
-            ninfer::QmvFixed{xq, xg, oq, og, ocnt});                                                         \
+        ninfer::qmv<T, ST, B, Z, 0, true, ninfer::QmvStore<T>, true>(Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, \
+                                                                   1, ninfer::QmvStore<T>{y, N},             \
+                                                                   ninfer::QmvFixed{xq, xg, oq, og, ocnt}); \
     }                                                                                                       \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1gf_##S##_s##SS##_b##B##_##ZN(                        \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg, T *y,  \
