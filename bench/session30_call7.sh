@@ -1,4 +1,5 @@
 # Session 30, call 7: the SwiGLU GEMV (qmv1sf) letting down launch after its sums instead of right after its PDL wait
+# Run it at commit 8a057a2: the variants it names were removed from bench/quant.py after the session's measurements.
 # (QMV_FOUT_LATE=1, as call 6's best form but with down making its own form, the default), both models. Kernels: bash
 # bench/precompile_sm90.sh .kc_s30; bash bench/precompile_quant_variants.sh .kc_s30 ";-DQMV_FOUT_LATE=1" (qgemv.cu of 2828f9d).
 source bench/device_env.sh
