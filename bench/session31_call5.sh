@@ -1,4 +1,5 @@
-# Session 31, call 5: the one-token Gated DeltaNet recurrence asking L2, after its PDL wait, for later GEMVs' weights
+# Session 31, call 5 (prepared, NOT RUN: the session's device time ran out; run it at commit 08753fa, whose code main
+# does not have): the one-token Gated DeltaNet recurrence asking L2, after its PDL wait, for later GEMVs' weights
 # (NINFER_GDN_AHEAD: out_proj's codes, the first MB of gate_up's halves), 27B W4A16; its GPU test first.
 # Kernels: bash bench/precompile_sm90.sh .kc_s31b (gdn_kernels.cuh changed: every backend's library).
 source bench/device_env.sh
