@@ -1,5 +1,6 @@
 # Session 31, call 1: where the quantised decode stands (main's defaults, commit in RESULTS) and where its step's time
-# goes, kernel by kernel (bench/timeline.py), both models; three settings tuned on H100s since session 25; transformers beside. The small ops launching nothing (outputs wrong) show the GEMVs' own bound.
+# goes, kernel by kernel (bench/timeline.py), both models; three settings tuned on H100s since session 25; transformers
+# beside. The small ops launching nothing (outputs wrong) show the GEMVs' own bound.
 # Kernels: bash bench/precompile_sm90.sh .kc_s31; bash bench/precompile_quant_variants.sh .kc_s31 ";-DQMV_PREPF=0;-DQMV_PREPF=4".
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s31/* $NINFER_KERNEL_CACHE/

@@ -1,6 +1,7 @@
-# Session 31, call 3 (H200): the GPU conformance suite at main's commit (every backend that runs on sm_90: sm90, and
-# sm75 / sm86 / sm89 through their sources compiled for sm_90), the first full run on an H200 since session 11.
-# First, what each class of small op costs the step net (it launching nothing; outputs wrong). Kernels: call 1's (.kc_s31).
+# Session 31, call 3 (asked for the H200, served by an H100): what each class of small op costs the step net (it
+# launching nothing; outputs wrong), then the GPU conformance suite at main's commit (every backend that runs on sm_90:
+# sm90, and sm75 / sm86 / sm89 through their sources compiled for sm_90; 360 s cut it at 5642 of 5749 tests, call 4
+# ran the rest). Kernels: call 1's (.kc_s31).
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s31/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

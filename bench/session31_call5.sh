@@ -8,7 +8,6 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
 timeout 60 python -m pytest -q -x -p no:cacheprovider tests/gpu/test_gdn_kernels.py -k "ahead_changes_nothing" > $OUT/tests.txt 2>&1; tail -2 $OUT/tests.txt | cut -c1-300
 D="default (per tile 1..8 tokens, split 9..16)"; O="the recurrence asks L2 for out_proj (GDN_AHEAD=o)"
-G8="the recurrence asks L2 for gate_up's first 8 MB a half (GDN_AHEAD=g8)"; OG="the recurrence asks L2 for out_proj and gate_up's first 8 MB a half (GDN_AHEAD=o+g8)"
-G16="the recurrence asks L2 for gate_up's first 16 MB a half (GDN_AHEAD=g16)"
+OG="the recurrence asks L2 for out_proj and gate_up's first 8 MB a half (GDN_AHEAD=o+g8)"
 timeout 150 python bench/quant.py --parts e2e --no-qgemv --lm-head int4 --models "27B W4A16 g128" --variants "$D;$O;$OG;$D;$O;$OG" > $OUT/e2e27.txt 2>&1
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e27.txt | cut -c1-200
