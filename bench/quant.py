@@ -176,7 +176,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # H100 in every form tried, the 8B level; removed, code in 41f0816)
     # (session 31, prepared, not run: no device time was left. The one-token GDN recurrence asking L2, after its PDL
     # wait, for out_proj's codes and the first MB of gate_up's halves, NINFER_GDN_AHEAD, with its GPU test: commit
-    # 08753fa, bench/session31_call5.sh. The recurrence costs the 27B's step 85 % of its time net on an H100, call 3.)
+    # 08753fa, bench/session31_call5.sh. Net, the recurrence costs the 27B's step 85 % of its timeline charge: H100, call 3.)
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
