@@ -1,6 +1,6 @@
 # Session 30, call 1: the residual add and norm in the last block of the GEMV before them (NINFER_QMV_NORM=1) against
-# Run it at commit 6cf7ebf: the variants it names were removed from bench/quant.py after the session's measurements.
 # the default, both models; its GPU tests first; transformers beside. Kernels: bash bench/precompile_sm90.sh .kc_s30.
+# Run it at commit 6cf7ebf: the variants it names were removed from bench/quant.py after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s30/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

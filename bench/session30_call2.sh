@@ -1,7 +1,7 @@
 # Session 30, call 2: the norm-in-GEMV tail with its loads issued ahead (QMV_NORM_AHEAD=4, warp 0 alone fencing) against
-# Run it at commit d9a415b: the variants it names were removed from bench/quant.py after the session's measurements.
 # call 1's form and the default; the 27B's timeline with and without. Kernels: bash bench/precompile_sm90.sh .kc_s30 and
 # bash bench/precompile_quant_variants.sh .kc_s30 "-DQMV_NORM_AHEAD=0".
+# Run it at commit d9a415b: the variants it names were removed from bench/quant.py after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s30/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

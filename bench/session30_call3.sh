@@ -1,7 +1,7 @@
 # Session 30, call 3: the norm-in-GEMV tail letting the next kernel launch after its stores (QMV_NORM_LATE=1) against
-# Run it at commit f429232: the variants it names were removed from bench/quant.py after the session's measurements.
 # the tail as call 2 ran it and the default, the 27B end to end and in the timeline, the 8B end to end. Kernels: bash
 # bench/precompile_sm90.sh .kc_s30 and bash bench/precompile_quant_variants.sh .kc_s30 ";-DQMV_NORM_LATE=1".
+# Run it at commit f429232: the variants it names were removed from bench/quant.py after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s30/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

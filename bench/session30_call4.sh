@@ -1,7 +1,7 @@
 # Session 30, call 4: the norm-in-GEMV tail counted by an acquire-release atomic (QMV_NORM_SYNC=1), also with the late
-# Run it at commit 41f0816: the variants it names were removed from bench/quant.py after the session's measurements.
 # launch, against call 2's tail and the default (27B end to end; its test of bits). Kernels: bash
 # bench/precompile_sm90.sh .kc_s30; bash bench/precompile_quant_variants.sh .kc_s30 ";-DQMV_NORM_SYNC=1;-DQMV_NORM_SYNC=1 -DQMV_NORM_LATE=1".
+# Run it at commit 41f0816: the variants it names were removed from bench/quant.py after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s30/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

@@ -1,6 +1,6 @@
 # Session 30, call 5: the 8B with the norm-in-GEMV tail counted by an acquire-release atomic and the late launch (call
-# Run it at commit 1993e2c: the variants it names were removed from bench/quant.py after the session's measurements.
 # 4's best 27B form) against the default. Kernels as call 4.
+# Run it at commit 1993e2c: the variants it names were removed from bench/quant.py after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s30/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

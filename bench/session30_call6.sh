@@ -1,8 +1,8 @@
 # Session 30, call 6: down from the SwiGLU GEMV's fixed-point form (NINFER_QMV1F_DOWN=1, session 24's opt-in) with the
-# Run it at commit 2828f9d: the variants it names were removed from bench/quant.py after the session's measurements.
 # group counts as acquire-release atomics (QMV_FOUT_SYNC=1), also with down launched after the sums (QMV_FOUT_LATE=1),
 # against the default (down making its form per burst, qmv1x); the 27B end to end; the form's tests. Kernels: bash
 # bench/precompile_sm90.sh .kc_s30; bash bench/precompile_quant_variants.sh .kc_s30 ";-DQMV_FOUT_SYNC=1;-DQMV_FOUT_SYNC=1 -DQMV_FOUT_LATE=1".
+# Run it at commit 2828f9d: the variants it names were removed from bench/quant.py after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s30/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

@@ -1,7 +1,7 @@
 # Session 30, call 7: the SwiGLU GEMV (qmv1sf) letting down launch after its sums instead of right after its PDL wait
-# Run it at commit 8a057a2: the variants it names were removed from bench/quant.py after the session's measurements.
 # (QMV_FOUT_LATE=1, as call 6's best form but with down making its own form, the default), both models. Kernels: bash
 # bench/precompile_sm90.sh .kc_s30; bash bench/precompile_quant_variants.sh .kc_s30 ";-DQMV_FOUT_LATE=1" (qgemv.cu of 2828f9d).
+# Run it at commit 8a057a2: the variants it names were removed from bench/quant.py after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s30/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
