@@ -174,9 +174,13 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # (session 30: the residual add and norm after the mixers' output projections and down done by that GEMV's last
     # block, qmv1n / qmv1fn / qmv1xn with NINFER_QMV_NORM=1, bit for bit the two ops: the 27B 1.5-6.6 % slower on an
     # H100 in every form tried, the 8B level; removed, code in 41f0816)
-    # (session 31, prepared, not run: no device time was left. The one-token GDN recurrence asking L2, after its PDL
-    # wait, for out_proj's codes and the first MB of gate_up's halves, NINFER_GDN_AHEAD, with its GPU test: commit
-    # 08753fa, bench/session31_call5.sh. Net, the recurrence costs the 27B's step 85 % of its timeline charge: H100, call 3.)
+    # session 31: the one-token recurrence asks L2 for later GEMVs' weights after its PDL wait (NINFER_GDN_AHEAD,
+    # ninfer.layers.gated_deltanet): "o" out_proj's codes, "gN" the first N MB of each half of gate_up's
+    "the recurrence asks L2 for out_proj (GDN_AHEAD=o)": dict(split=(16,), gdn_ahead="o"),
+    "the recurrence asks L2 for gate_up's first 8 MB a half (GDN_AHEAD=g8)": dict(split=(16,), gdn_ahead="g8"),
+    "the recurrence asks L2 for out_proj and gate_up's first 8 MB a half (GDN_AHEAD=o+g8)": dict(split=(16,),
+                                                                                               gdn_ahead="o+g8"),
+    "the recurrence asks L2 for gate_up's first 16 MB a half (GDN_AHEAD=g16)": dict(split=(16,), gdn_ahead="g16"),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -187,6 +191,7 @@ QMMA_VARIANTS = ("qmma per tile (previous default)", DEFAULT)
 
 
 _BACKEND_OPTS = None
+_GDN_AHEAD = None
 _ATTN_ROWS = None
 
 
@@ -215,6 +220,12 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
+    from ninfer.layers import gated_deltanet
+
+    global _GDN_AHEAD  # the environment's NINFER_GDN_AHEAD, or the variant's
+    if _GDN_AHEAD is None:
+        _GDN_AHEAD = gated_deltanet.AHEAD
+    gated_deltanet.AHEAD = v.get("gdn_ahead", _GDN_AHEAD)
     from ninfer.kernels import attention
 
     global _ATTN_ROWS  # query rows a block of one token's large GQA group: the launcher's default, or the variant's
