@@ -181,6 +181,10 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "the recurrence asks L2 for out_proj and gate_up's first 8 MB a half (GDN_AHEAD=o+g8)": dict(split=(16,),
                                                                                                gdn_ahead="o+g8"),
     "the recurrence asks L2 for gate_up's first 16 MB a half (GDN_AHEAD=g16)": dict(split=(16,), gdn_ahead="g16"),
+    # session 32: the one-token fixed-point GEMVs of under 3 waves of tiles (the 27B's 320-tile down, GDN out_proj and
+    # attention o; its 896-tile attention q / k / v / gate stay) with a tile's warps in a cluster of 2 blocks
+    "the 320-tile GEMVs in clusters of 2 blocks (qmv1fc / qmv1xc, QMV_CLUSTER)": dict(
+        split=(16,), extra=("-DQMV_CLUSTER=1",), qmv_cluster=True),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -220,6 +224,7 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
+    gpu.QMV_CLUSTER = v.get("qmv_cluster", False)
     from ninfer.layers import gated_deltanet
 
     global _GDN_AHEAD  # the environment's NINFER_GDN_AHEAD, or the variant's

@@ -1101,3 +1101,54 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
         assert _same_clear_tokens(out[name], out["plain"]), name
         err = (out[name] - out["plain"]).norm() / out["plain"].norm()
         assert 0 < err < 2e-2, (name, err)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,group,sym", [(4, 128, True), (4, 128, False), (4, 512, False), (8, 128, True)])
+@pytest.mark.parametrize("n,k", [(5120, 17408), (5120, 6144), (1000, 1024)])
+def test_cluster_forms_are_bit_for_bit_the_block_forms(dtype, bits, group, sym, n, k, monkeypatch):
+    """qmv1fc / qmv1xc (bench: gpu.QMV_CLUSTER with the -DQMV_CLUSTER=1 build): a tile's warps in a cluster of 2 blocks
+    give bit for bit the one-block launch of as many warps (qmv1f: the row's form attached; qmv1x: the form made per
+    burst from the row), eagerly and in a CUDA graph replay, outputs poisoned, bias added; the cluster kernel is the
+    one launched."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("thread block clusters need sm_90")
+    q = gpu.prepare(_tiled_case(n, k, bits, group, sym, torch.float16, n + k + group + bits))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    x[0, ::97] *= 30
+    bias = torch.randn(n, device="cuda").to(dtype)
+    names, real = [], gpu._module
+
+    def spy(device, extra=(), source=None):
+        mod = real(device, extra, source)
+
+        class Names:
+            def __getitem__(self, name):
+                names.append(name)
+                return mod[name]
+        return Names()
+
+    monkeypatch.setattr(gpu, "_module", spy)
+    monkeypatch.setattr(gpu, "BENCH_EXTRA", ("-DQMV_CLUSTER=1",))
+    monkeypatch.setattr(gpu, "QMV1X", {4, 8})
+    want = (x.double() @ dequantize(q).double().t()).flatten() + bias.double()
+    for xx, form in ((x, "qmv1x"), (_with_fixed(x.clone()), "qmv1f")):
+        monkeypatch.setattr(gpu, "QMV_CLUSTER", False)
+        y0 = gpu.quant_linear(xx, q, bias)
+        assert names[-1].startswith(form + "_"), names[-1]
+        monkeypatch.setattr(gpu, "QMV_CLUSTER", True)
+        _poison()
+        y1 = gpu.quant_linear(xx, q, bias)
+        assert names[-1].startswith(form + "c_"), names[-1]
+        assert torch.equal(y0, y1), form
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            yg = gpu.quant_linear(xx, q, bias)
+        _poison()
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(yg, y0), form
+        assert ((y1.flatten().double() - want).norm() / want.norm()) < 1e-2, form
