@@ -185,6 +185,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # attention o; its 896-tile attention q / k / v / gate stay) with a tile's warps in a cluster of 2 blocks
     "the 320-tile GEMVs in clusters of 2 blocks (qmv1fc / qmv1xc, QMV_CLUSTER)": dict(
         split=(16,), extra=("-DQMV_CLUSTER=1",), qmv_cluster=True),
+    # session 32: int4 one-token fixed-point products with the high nibbles (rows g + 8) masked as 16 u, not shifted
+    # (4 SHF fewer a chunk), those rows' integer sums divided by 16 exactly (-DQMV_FIX_M16=1; the same bits)
+    "int4 fixed-point products without the nibble shifts (QMV_FIX_M16)": dict(split=(16,), extra=("-DQMV_FIX_M16=1",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
