@@ -174,13 +174,9 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # (session 30: the residual add and norm after the mixers' output projections and down done by that GEMV's last
     # block, qmv1n / qmv1fn / qmv1xn with NINFER_QMV_NORM=1, bit for bit the two ops: the 27B 1.5-6.6 % slower on an
     # H100 in every form tried, the 8B level; removed, code in 41f0816)
-    # session 31: the one-token recurrence asks L2 for later GEMVs' weights after its PDL wait (NINFER_GDN_AHEAD,
-    # ninfer.layers.gated_deltanet): "o" out_proj's codes, "gN" the first N MB of each half of gate_up's
-    "the recurrence asks L2 for out_proj (GDN_AHEAD=o)": dict(split=(16,), gdn_ahead="o"),
-    "the recurrence asks L2 for gate_up's first 8 MB a half (GDN_AHEAD=g8)": dict(split=(16,), gdn_ahead="g8"),
-    "the recurrence asks L2 for out_proj and gate_up's first 8 MB a half (GDN_AHEAD=o+g8)": dict(split=(16,),
-                                                                                               gdn_ahead="o+g8"),
-    "the recurrence asks L2 for gate_up's first 16 MB a half (GDN_AHEAD=g16)": dict(split=(16,), gdn_ahead="g16"),
+    # (session 31, prepared; run in session 32 on an H100: the one-token GDN recurrence asking L2, after its PDL wait,
+    # for the first 8 / 16 MB of each half of gate_up's codes, NINFER_GDN_AHEAD, with its GPU test: 1.5-4.6 % slower
+    # end to end; the code in commit 3fe39b1)
     # session 32: the one-token fixed-point GEMVs of under 3 waves of tiles (the 27B's 320-tile down, GDN out_proj and
     # attention o; its 896-tile attention q / k / v / gate stay) with a tile's warps in a cluster of 2 blocks
     "the 320-tile GEMVs in clusters of 2 blocks (qmv1fc / qmv1xc, QMV_CLUSTER)": dict(
@@ -198,7 +194,6 @@ QMMA_VARIANTS = ("qmma per tile (previous default)", DEFAULT)
 
 
 _BACKEND_OPTS = None
-_GDN_AHEAD = None
 _ATTN_ROWS = None
 
 
@@ -228,12 +223,6 @@ def variant(label: str):
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
     gpu.QMV_CLUSTER = v.get("qmv_cluster", False)
-    from ninfer.layers import gated_deltanet
-
-    global _GDN_AHEAD  # the environment's NINFER_GDN_AHEAD, or the variant's
-    if _GDN_AHEAD is None:
-        _GDN_AHEAD = gated_deltanet.AHEAD
-    gated_deltanet.AHEAD = v.get("gdn_ahead", _GDN_AHEAD)
     from ninfer.kernels import attention
 
     global _ATTN_ROWS  # query rows a block of one token's large GQA group: the launcher's default, or the variant's

@@ -426,28 +426,6 @@ def test_gdn_recurrent_gated_writes_the_fixed_point_form(backend, kernels_only):
         assert fixed.attached(o3) is None
 
 
-def test_gdn_recurrent_gated_asking_l2_ahead_changes_nothing(backend, kernels_only):
-    """ahead (bench: NINFER_GDN_AHEAD) runs of other weights' bytes asked of L2, odd sizes and offsets and three of
-    them: o, the state and the fixed-point form bit for bit the call without, and the runs' bytes untouched."""
-    from ninfer.quant import fixed
-
-    ops = gdn_ops(backend)
-    for dtype in dtypes(backend):
-        q, k, v, g, beta = layer_inputs(1, dtype)
-        z, w = gated_inputs(1, dtype)
-        s0 = randn(H, D, D, scale=0.5)
-        s1 = s0.clone()
-        wa = torch.randint(0, 2 ** 31 - 1, (3_000_001,), dtype=torch.int32, device="cuda")  # 12 MB of "codes"
-        wb = torch.randint(0, 2 ** 31 - 1, (1000,), dtype=torch.int32, device="cuda")
-        keep = (wa.clone(), wb.clone())
-        o0, _ = ops.gdn_recurrent_gated(q, k, v, g, beta, s0, z, w, 1e-6, out_state=s0, fixed=True)
-        o, _ = ops.gdn_recurrent_gated(q, k, v, g, beta, s1, z, w, 1e-6, out_state=s1, fixed=True,
-                                       ahead=((wa, 0, wa.numel() * 4), (wa, 6_000_000, 4_000_004), (wb, 128, 3000)))
-        assert torch.equal(o, o0) and torch.equal(s1, s0), dtype
-        assert all(torch.equal(a, b) for a, b in zip(fixed.attached(o), fixed.attached(o0))), dtype
-        assert torch.equal(wa, keep[0]) and torch.equal(wb, keep[1])
-
-
 def test_gdn_recurrent_gated_verify_is_decode_bitwise(backend, kernels_only):
     """A T-token verify call computes, token for token, the bits of T one-token decode calls (o and states):
     speculative decoding keeps exactly what plain decoding would have."""

@@ -21,7 +21,6 @@ capture it. ``rms_norm_gated`` (the output norm) is served by ``ops.py``.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 
@@ -181,11 +180,9 @@ def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
         return _recurrent(q, k, v, g, beta, initial_state, keep_all=True, out_state=out_state)
 
     def gdn_recurrent_gated(q, k, v, g, beta, initial_state, z, norm_weight, eps, out_state=None, keep_all=False,
-                            fixed=False, ahead=()):
+                            fixed=False):
         """fixed: for one token the normed output is also written in the fixed-point form of the quantised
-        one-token GEMV (ninfer.quant.fixed; a head's 128 values one group), attached to it, for out_proj.
-        ahead (bench, NINFER_GDN_AHEAD): up to three (tensor, first byte, bytes) runs of later GEMVs' weights the
-        kernel asks L2 for after its PDL wait; no effect on any value."""
+        one-token GEMV (ninfer.quant.fixed; a head's 128 values one group), attached to it, for out_proj."""
         T = v.shape[0]
         if (not fused_gated or not _fits(q, k, v, g, beta, initial_state) or not _out_fits(out_state, v, q)
                 or z.shape != v.shape or z.dtype != v.dtype or z.stride(2) != 1 or z.stride(1) != v.shape[2]
@@ -209,16 +206,10 @@ def make_gdn_ops(lib: KernelLibrary, rms_norm_gated=None) -> dict:
         lib.module(v.device)[f"gdn_recurrent_gated_{suffix(v)}_d{HEAD_DIM}"](
             (H,), (GATED_THREADS,), q, k, v, g, beta, initial_state, z, norm_weight, o, final, states, T, H, Hk,
             q.stride(0), k.stride(0), v.stride(0), g.stride(0), beta.stride(0), z.stride(0),
-            float(Dk ** -0.5), float(L2_EPS), float(eps), xq, xg, *_ahead_args(ahead))
+            float(Dk ** -0.5), float(L2_EPS), float(eps), xq, xg)
         if xq is not None:
             attach(o, xq, xg)
         return o, (states if keep_all else final)
-
-    def _ahead_args(ahead):  # (pointer, 128-byte lines) x 3 for gdn_ahead
-        args = []
-        for t, first, n in list(ahead)[:3]:
-            args += [ctypes.c_void_p(t.data_ptr() + first), n // 128]
-        return args + [None, 0] * (3 - len(args) // 2)
 
     def _chunked(q, k, v, g, beta, initial_state):
         T, H, Dv = v.shape

@@ -14,7 +14,6 @@ with quantised ones likewise where their GEMM offers that form (``with_gdn_in``:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -22,10 +21,6 @@ import torch
 from ..quant.fixed import carried
 from . import register_mixer
 from .linear import Linear
-
-# Bench (bench/quant.py variants): what the one-token recurrence asks L2 for after its PDL wait, '+'-separated: "o" all
-# of out_proj's codes, "gN" the first N MB of each half (gate, up) of the MLP's gate_up codes. Empty: nothing.
-AHEAD = os.environ.get("NINFER_GDN_AHEAD", "")
 
 
 @dataclass(frozen=True)
@@ -71,7 +66,6 @@ class GatedDeltaNet:
         self._in_all: torch.Tensor | None = None  # in_proj | in_proj_ba rows in one matrix (dense weights)
         self._qin_all: tuple | None = None  # quantised: (that matrix or None if not joinable, the Linears' weights)
         self.fixed_out = False  # the recurrence also writes out_proj's fixed-point input form (DecoderBlock.plan_fixed)
-        self.l2_ahead: tuple = ()  # (tensor, first byte, bytes) runs the recurrence asks L2 for (AHEAD; plan_ahead)
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
         p = f"{prefix}.linear_attn"
@@ -153,28 +147,8 @@ class GatedDeltaNet:
         return self.out_proj.weight
 
     def _fixed_kw(self, T: int) -> dict:
-        """The recurrence's request for out_proj's fixed-point input form: one token, where planned (fixed_out); and
-        for the weights it asks L2 for (l2_ahead), where planned."""
-        kw = {"fixed": True} if self.fixed_out and T == 1 else {}
-        if self.l2_ahead and T == 1:
-            kw["ahead"] = self.l2_ahead
-        return kw
-
-    def plan_ahead(self, gate_up) -> None:
-        """AHEAD's runs of quantised codes on the GPU (DecoderBlock.plan_fixed; gate_up: the MLP's weight after it)."""
-        runs = []
-        for part in filter(None, AHEAD.split("+")):
-            w = self.out_proj.weight if part == "o" else gate_up
-            q = getattr(w, "qweight", None)
-            if q is None or not q.is_cuda:
-                continue
-            size = q.numel() * q.element_size()
-            if part == "o":
-                runs.append((q, 0, size))
-            else:  # the first N MB of each half: the first tiles of the SwiGLU GEMV's gate and up rows
-                n = min(int(float(part[1:]) * 2 ** 20), size // 2)
-                runs += [(q, 0, n), (q, size // 2, n)]
-        self.l2_ahead = tuple(runs[:3])
+        """The recurrence's request for out_proj's fixed-point input form: one token, where planned (fixed_out)."""
+        return {"fixed": True} if self.fixed_out and T == 1 else {}
 
     def _linear_all(self, x: torch.Tensor, W) -> torch.Tensor:
         """x through the one [q|k|v|z|b|a] weight, dense or quantised."""

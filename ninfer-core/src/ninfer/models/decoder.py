@@ -59,8 +59,6 @@ class DecoderBlock:
         self.mlp.fixed = self.post_norm.fixed and serves(self.mlp.down.weight)
         if hasattr(self.mixer, "fixed_out"):
             self.mixer.fixed_out = x.is_cuda and serves_output(self.mixer.output_weight())
-        if hasattr(self.mixer, "plan_ahead"):
-            self.mixer.plan_ahead(getattr(getattr(self.mlp, "gate_up", None), "weight", None))
         self.fixed_planned = True
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:

@@ -13,18 +13,6 @@
 #define NINFER_GDN_STATE_L2 1
 #endif
 
-// gdn_recurrent_gated's lines ahead (bench: NINFER_GDN_AHEAD, ninfer.layers.gated_deltanet): after its PDL wait the
-// grid asks L2 for up to three runs of 128-byte lines (na, nb, nc lines from pa, pb, pc) of weights that later GEMVs
-// read (out_proj's, the MLP's gate_up's first tiles), while memory would otherwise idle through the recurrence.
-namespace ninfer {
-__device__ __forceinline__ void gdn_ahead(const char *pa, int na, const char *pb, int nb, const char *pc, int nc) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
-    for (int i = t; i < na; i += nt) prefetch_l2(pa + (long long)i * 128);
-    for (int i = t; i < nb; i += nt) prefetch_l2(pb + (long long)i * 128);
-    for (int i = t; i < nc; i += nt) prefetch_l2(pc + (long long)i * 128);
-}
-}  // namespace ninfer
-
 #ifndef NINFER_GDN_BV
 #define NINFER_GDN_BV 16  // value columns per block of the gated delta rule (48 heads x 8 slices = 384 blocks)
 #endif
@@ -60,12 +48,10 @@ __device__ __forceinline__ void gdn_ahead(const char *pa, int na, const char *pb
         const T *q, const T *k, const T *v, const float *g, const T *beta, const float *state_in, const T *z, \
         const T *norm_w, T *out, float *state_out, float *states, int ntok, int H, int Hk, int q_stride,  \
         int k_stride, int v_stride, int g_stride, int b_stride, int z_stride, float scale, float eps,     \
-        float norm_eps, unsigned char *xq, int2 *xg, const char *pa, int na, const char *pb, int nb,    \
-        const char *pc, int nc) {                                                                       \
+        float norm_eps, unsigned char *xq, int2 *xg) {                                                  \
         if (NINFER_GDN_STATE_L2 && state_in != nullptr) /* the head's state into L2, a line a thread */ \
             ninfer::prefetch_l2(state_in + ((long long)blockIdx.x * 128 * 128 + threadIdx.x * 32));             \
         ninfer::pdl_enter();                                                                            \
-        ninfer::gdn_ahead(pa, na, pb, nb, pc, nc);                                                      \
         ninfer::gdn_recurrent_gated<T, 128, 128>(q, k, v, g, beta, state_in, z, norm_w, out, state_out,  \
                                                  states, ntok, H, Hk, q_stride, k_stride, v_stride,     \
                                                  g_stride, b_stride, z_stride, scale, eps, norm_eps, xq, xg); \
