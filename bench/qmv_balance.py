@@ -3,11 +3,10 @@ uneven blocks an SM? At one wave, 320 tiles over 132 SMs put 3 blocks on 56 SMs 
 main's quant_linear in the forms those projections take (qmv1x, down: the fixed-point form made per burst from the
 bf16 row; qmv1f, o: the row's form attached) on weights of 264, 320 and 396 tiles (2, 2.42 and 3 a 132-SM GPU) at the
 27B's two K (17408, 6144): with no penalty for uneven blocks the time grows with the tiles; with one, 320 tiles take
-about as long as 396. Beside each, the cluster forms qmv1xc / qmv1fc (a tile's warps in 2 blocks of half as many, so
-640 smaller blocks spread evenly; the -DQMV_CLUSTER=1 build; --no-clusters leaves them out). (Session 24 ran it on an
-H100 with qmv1 / qmv1f and their cluster forms: no penalty for uneven blocks, the clusters slower; bench/RESULTS.md.)
+about as long as 396. (Sessions 24 and 32 ran it on an H100 with cluster forms beside, a tile's warps in 2 blocks of
+half as many: no penalty for uneven blocks, the clusters slower; bench/RESULTS.md; session 32's in commit 9d7a496.)
 
-    python bench/qmv_balance.py [--no-clusters]
+    python bench/qmv_balance.py
 """
 
 from __future__ import annotations
@@ -18,9 +17,6 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-
-
-CLUSTERS = "--no-clusters" not in sys.argv  # the cluster rows need the -DQMV_CLUSTER=1 build (precompiled or here)
 
 
 def main():
@@ -44,15 +40,10 @@ def main():
             nbytes = ws_[0].qweight.numel() + gpu.tile_params(ws_[0])[0].numel() * 4
             x = (torch.randn(1, k, device="cuda") * 0.5).to(torch.bfloat16)
             xf = fixed.attach(x.clone(), *fixed.fixed_point(x.flatten()))
-            for name, xx, cl in (("qmv1x (down's form)", x, False), ("qmv1f (o's form)", xf, False),
-                                 ("qmv1xc (clusters of 2 blocks)", x, True), ("qmv1fc (clusters of 2 blocks)", xf, True)):
-                if cl and not CLUSTERS:
-                    continue
-                gpu.QMV_CLUSTER, gpu.BENCH_EXTRA = cl, ("-DQMV_CLUSTER=1",) if cl else ()
+            for name, xx in (("qmv1x (down's form)", x), ("qmv1f (o's form)", xf)):
                 t = timed(lambda i, ws_=ws_, xx=xx: gpu.quant_linear(xx, ws_[i]), copies, 20)
                 print(f"| {k} | {n} ({n // 16}, {n / 16 / sms:.2f}) | {name} | {t:.1f} | "
                       f"{nbytes / (t * 1e-6) / bw:.3f} | {t / (n / 16 / sms):.2f} |", flush=True)
-            gpu.QMV_CLUSTER, gpu.BENCH_EXTRA = False, ()
             del ws_
 
 

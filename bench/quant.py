@@ -177,13 +177,10 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # (session 31, prepared; run in session 32 on an H100: the one-token GDN recurrence asking L2, after its PDL wait,
     # for the first 8 / 16 MB of each half of gate_up's codes, NINFER_GDN_AHEAD, with its GPU test: 1.5-4.6 % slower
     # end to end; the code in commit 3fe39b1)
-    # session 32: the one-token fixed-point GEMVs of under 3 waves of tiles (the 27B's 320-tile down, GDN out_proj and
-    # attention o; its 896-tile attention q / k / v / gate stay) with a tile's warps in a cluster of 2 blocks
-    "the 320-tile GEMVs in clusters of 2 blocks (qmv1fc / qmv1xc, QMV_CLUSTER)": dict(
-        split=(16,), extra=("-DQMV_CLUSTER=1",), qmv_cluster=True),
-    # session 32: int4 one-token fixed-point products with the high nibbles (rows g + 8) masked as 16 u, not shifted
-    # (4 SHF fewer a chunk), those rows' integer sums divided by 16 exactly (-DQMV_FIX_M16=1; the same bits)
-    "int4 fixed-point products without the nibble shifts (QMV_FIX_M16)": dict(split=(16,), extra=("-DQMV_FIX_M16=1",)),
+    # (session 32: the 27B's 320-tile one-token GEMVs with a tile's warps in a cluster of 2 blocks, qmv1xc / qmv1fc,
+    # -DQMV_CLUSTER=1, bit for bit the block forms: 3.3-3.5 % slower on an H100, not run on the H200; the int4
+    # fixed-point products with the high nibbles masked as 16 u instead of shifted, -DQMV_FIX_M16=1, prepared, not run:
+    # no device was given. The code of both, with their GPU tests, in 9d7a496; bench/session32_call2.sh)
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -222,7 +219,6 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
-    gpu.QMV_CLUSTER = v.get("qmv_cluster", False)
     from ninfer.kernels import attention
 
     global _ATTN_ROWS  # query rows a block of one token's large GQA group: the launcher's default, or the variant's

@@ -5,6 +5,7 @@
 # SM on the H200, where they are more bound by their products than on the H100 (session 24 found no penalty there)?
 # Their GPU tests first. 27B W4A16, int4 lm_head.
 # Kernels: bash bench/precompile_sm90.sh .kc_s32; bash bench/precompile_quant_variants.sh .kc_s32 "-DQMV_CLUSTER=1".
+# Run it at commit e46820d: the variants and tests it names were removed from main after the session's measurements.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s32/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

@@ -1,7 +1,9 @@
-# Session 32, call 2: the int4 one-token fixed-point GEMVs (qmv1f / qmv1sf / qmv1gf / qmv1x) with the high nibbles
-# masked as 16 u instead of shifted (-DQMV_FIX_M16=1: 4 SHF fewer a chunk, the same bits), 27B W4A16 end to end; its
-# GPU test first. On an H200 also bench/qmv_balance.py with call 1's cluster forms (call 1 ran on an H100).
+# Session 32, call 2 (prepared, NOT RUN: no device was given for the rest of the session): the int4 one-token
+# fixed-point GEMVs (qmv1f / qmv1sf / qmv1gf / qmv1x) with the high nibbles masked as 16 u instead of shifted
+# (-DQMV_FIX_M16=1: 4 SHF fewer a chunk, the same bits), 27B W4A16 end to end; its GPU test first. On an H200 also
+# bench/qmv_balance.py with call 1's cluster forms (call 1 ran on an H100).
 # Kernels: bash bench/precompile_sm90.sh .kc_s32; bash bench/precompile_quant_variants.sh .kc_s32 ";-DQMV_CLUSTER=1;-DQMV_FIX_M16=1".
+# Run it at commit 9d7a496: main does not have the -DQMV_FIX_M16 and -DQMV_CLUSTER builds or their tests.
 source bench/device_env.sh
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s32/* $NINFER_KERNEL_CACHE/
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader

@@ -117,12 +117,6 @@ QMV1X: set[int] = _bits_env("NINFER_QMV1X", "4")
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
 # The 27B W4A16 decode +0.4-0.5 % on an H100 (bench/RESULTS.md session 25; not run on the H200).
 QMV1F_OUT: bool = os.environ.get("NINFER_QMV1F_OUT", "1").lower() not in ("0", "false", "off", "")
-# Bench (bench/quant.py, bench/qmv_balance.py; with BENCH_EXTRA holding -DQMV_CLUSTER=1): one token of a weight of few
-# tiles (under CLUSTER_WAVES waves of SMs, an even number of warps a tile, sm_90+) on the fixed-point forms with each
-# tile's warps in a cluster of 2 blocks of half as many (qmv1fc / qmv1xc, the same sums): one block a tile puts 3 blocks
-# of the 27B's 320-tile projections on 56 of an H200's 132 SMs and 2 on the others.
-QMV_CLUSTER = False
-CLUSTER_WAVES = 3
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -413,15 +407,6 @@ def qmv1_grid(kernel, tiles: int, threads: int, k: int, bits: int, extra: tuple[
     return min(tiles, _persist_grids[key]), smem
 
 
-def _clustered(w: QuantWeight, tiles: int, threads: int, device: torch.device) -> bool:
-    """Whether one token by w takes a cluster form (QMV_CLUSTER; an even number of warps a tile, sm_90+, fewer tiles
-    than CLUSTER_WAVES x the SMs)."""
-    if not QMV_CLUSTER or threads % 64:
-        return False
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    return torch.cuda.get_device_capability(idx)[0] >= 9 and tiles < CLUSTER_WAVES * _sm_count(idx)
-
-
 _counts: dict = {}
 
 
@@ -606,15 +591,12 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
             threads = (QMV_WARPS or warps) * 32
             fx = _fixed_form(x, w) if t == 1 else None
-            cl = t == 1 and _clustered(w, tiles, threads, x.device)  # bench: (grid, block, cluster) of qmv1fc / xc
-            launch = dict(cluster=(2, 1, 1)) if cl else {}
-            grid1, block1, c = ((2 * tiles,), (threads // 2,), "c") if cl else ((tiles,), (threads,), "")
             if fx is not None:  # the same warps a tile as qmv1 (and its SwiGLU / Gated DeltaNet forms)
-                _module(x.device, extra)["qmv1f" + c + name[4:]](grid1, block1, w.qweight, sp, zp, fx[0], fx[1],
-                                                                 bias, y, n, k, w.group_size, **launch)
+                _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
+                                                             bias, y, n, k, w.group_size)
                 return y.view(*x.shape[:-1], n)
             if t == 1 and QMV1F and w.bits in QMV1X and fixed_kernels_serve(w):  # form made per burst from the row
-                _module(x.device, extra)["qmv1x" + c + name[4:]](grid1, block1, *args, **launch)
+                _module(x.device, extra)["qmv1x" + name[4:]]((tiles,), (threads,), *args)
                 return y.view(*x.shape[:-1], n)
             grid, smem = qmv1_grid(kernel, tiles, threads, k, w.bits, extra, x.device) if t == 1 else (tiles, 0)
             kernel((grid,), (threads,), *args, smem=smem)

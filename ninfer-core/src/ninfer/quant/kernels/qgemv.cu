@@ -832,9 +832,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_FIXFETCH  // 1: qmv1f's bursts load one scale a 128-k run at a computed group, every load predicated on
 #define QMV_FIXFETCH 1  // b != warp, no branch in the loop (as bench/kernels/qmv_i8.cu); 0 (bench): qmv's fetch, behind
 #endif                  // branches on b and the group size (27B W4A16 decode 2-4 % slower, H200, RESULTS session 24)
-#ifndef QMV_FIX_M16  // 1: int4 one-token fixed-point products take the high nibbles (rows g + 8) as 16 u, masked, not
-#define QMV_FIX_M16 0  // shifted (4 SHF fewer a chunk), and divide those rows' integer sums by 16, exactly: same bits
-#endif
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
@@ -1022,42 +1019,14 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-#ifndef QMV_CLUSTER  // 1 (bench build): qmv1fc / qmv1xc below, a tile's warps in a cluster of 2 blocks
-#define QMV_CLUSTER 0
-#endif
-#if QMV_CLUSTER
-// Thread block clusters (sm_90+): a barrier over the cluster's blocks, and a float of another block's shared memory.
-__device__ __forceinline__ void qmv_cluster_sync() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ float qmv_ld_cluster(const float *p, int rank) {
-#if __CUDA_ARCH__ >= 900
-    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
-    return v;
-#else
-    return *p;  // never launched below sm_90 (quant.gpu._clustered)
-#endif
-}
-#endif
-
-// CL > 1 (bench, -DQMV_CLUSTER=1: qmv1fc / qmv1xc): a cluster of CL blocks a tile, block r of it taking warps
-// r lwarps .. (r + 1) lwarps - 1 of the tile's CL lwarps, so that the 27B's 320-tile projections spread as 640 smaller
-// blocks over the SMs (one block a tile puts 3 on 56 of 132 SMs and 2 on the others); the sums are those of one block
-// of CL lwarps warps (the same bursts a warp, added in warp order), bit for bit.
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false, bool FROMX = false, int CL = 1>
+          bool FIX = false, bool FROMX = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
                                     const Epi &epi = Epi{}, QmvFixed fx = QmvFixed{}) {
     static_assert(!FIX || (NS == 0 && (BITS == 4 ? QMV_BURST % 2 == 0 : QMV_BURST == 4)),
                   "the fixed-point form: one token, int4 bursts of whole 128-k runs, int8 bursts of one");
-    static_assert(CL == 1 || (NS == 0 && !SILU && FIX), "clusters: the plain one-token fixed-point forms");
     if constexpr (QMV_PERSIST && NS == 0 && BITS == 4 && !FIX) {
         qmvp<T, ST, ZP, SILU, Epi>(Wp, Sp, Zp, x, bias, y, N, K, G, epi);
         return;
@@ -1071,14 +1040,12 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     constexpr int NACC = ONE ? 2 : 4;  // a set's accumulators kept: ONE rows g, g + 8 of column 2t; else also 2t + 1
     __shared__ float red_s[QM_MAX_WARPS][SETS * NACC][32];
     const int nwarps = blockDim.x / 32, lane = threadIdx.x % 32;
-    const int lwarps = SILU ? nwarps / 2 : nwarps;  // warps a tile in this block
-    const int half = SILU ? threadIdx.x / 32 / lwarps : 0;  // SILU: 0 the gate tile, 1 the up tile
-    const int lwarp = threadIdx.x / 32 - half * lwarps;   // the warp within its tile in this block
-    const int crank = CL > 1 ? (int)(blockIdx.x % CL) : 0;  // the block's rank in its cluster
-    const int warps = CL * lwarps, warp = crank * lwarps + lwarp;  // warps a tile, the warp within its tile
+    const int warps = SILU ? nwarps / 2 : nwarps;  // warps a tile
+    const int half = SILU ? threadIdx.x / 32 / warps : 0;  // SILU: 0 the gate tile, 1 the up tile
+    const int warp = threadIdx.x / 32 - half * warps;   // the warp within its tile
     const int g = lane >> 2, t = lane & 3;
     const unsigned zmask = g == 0 ? ~0u : 0u;  // QMV_ZB
-    const int tile = (CL > 1 ? (int)(blockIdx.x / CL) : (int)blockIdx.x) + half * (SILU ? gridDim.x : 0);
+    const int tile = blockIdx.x + half * (SILU ? gridDim.x : 0);
     const int nchunk = K / CHUNK, ng = K / G, nburst = nchunk / B;
     const int lg = __ffs(G) - (BITS == 4 ? 7 : 6);  // log2(G / CHUNK)
     const int wtile = QMV_DIAG == 2 ? tile % 8 : tile;
@@ -1325,21 +1292,14 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                     else qm_load_x(xv, xb + u * 4, true);
                     const unsigned m = 0x0F0F0F0Fu;
                     const uint4 w = wc[u];
-                    if (QMV_FIX_M16) {  // rows g + 8 (the high nibbles) as 16 u, unshifted: d[2], d[3] 16 x theirs
-                        constexpr unsigned M = 0xF0F0F0F0u;
-                        qm_imma(d, w.x & m, w.x & M, w.y & m, w.y & M, xv.x, xv.y);
-                        qm_imma(d, w.z & m, w.z & M, w.w & m, w.w & M, xv.z, xv.w);
-                    } else {
-                        qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
-                        qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
-                    }
+                    qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
+                    qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
                 }
                 const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * 8)), __shfl_sync(~0u, rqs, q * 8))
                                       : __ldg(gb + q / 2);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
-                const int v2 = (QMV_FIX_M16 ? (d[2] * 256 + d[3]) >> 4 : d[2] * 256 + d[3])  // exact: 16 x an int
-                               - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
+                const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
                 acc[0][0] = fmaf(qm_scale(sc[q] & 0xFFFFu, (const ST *)nullptr) * sx, (float)v0, acc[0][0]);
                 acc[0][2] = fmaf(qm_scale_hi(sc[q], (const ST *)nullptr) * sx, (float)v2, acc[0][2]);
             }
@@ -1399,25 +1359,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         }
         return;
     }
-#if QMV_CLUSTER
-    if constexpr (CL > 1) {  // every block's warps into its shared memory; block 0 adds them up in warp order (DSMEM)
-#pragma unroll
-        for (int i = 0; i < NACC; i++) red_s[lwarp][i][lane] = acc[0][IDX[i]];
-        qmv_cluster_sync();
-        if (warp == 0) {
-#pragma unroll
-            for (int i = 0; i < NACC; i++) {
-                float v = red_s[0][i][lane];
-                for (int w = 1; w < lwarps; w++) v += red_s[w][i][lane];
-                for (int r = 1; r < CL; r++)
-                    for (int w = 0; w < lwarps; w++) v += qmv_ld_cluster(&red_s[w][i][lane], r);
-                acc[0][IDX[i]] = v;
-            }
-        }
-        qmv_cluster_sync();  // the other blocks' shared memory stays until block 0 has read it
-        if (warp != 0) return;
-    } else
-#endif
     if (warps > 1) {
 #pragma unroll
         for (int s = 0; s < SETS; s++)
@@ -1585,24 +1526,6 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
             ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh},   \
             ninfer::QmvFixed{xq, xg});                                                                      \
     }
-#if QMV_CLUSTER  // qmv1fc / qmv1xc: qmv1f / qmv1x with a tile's warps in a cluster of 2 blocks (launched with cluster
-                 // (2, 1, 1), grid 2 x tiles; gpu.QMV_CLUSTER), the sums bit for bit one block of both blocks' warps
-#define QMV1FC_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                   \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fc_##S##_s##SS##_b##B##_##ZN(                        \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
-        const T *b, T *y, int N, int K, int G) {                                                            \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, false, 2>(                            \
-            Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, ninfer::QmvFixed{xq, xg});     \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1xc_##S##_s##SS##_b##B##_##ZN(                        \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G) {                                                                                     \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, true, 2>(                             \
-            Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, ninfer::QmvFixed{nullptr, nullptr}); \
-    }
-#else
-#define QMV1FC_KERNEL(S, T, SS, ST, B, Z, ZN)
-#endif
 #define QMV1S_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1s_##S##_s##SS##_b##B##_##ZN(                  \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G) { \
@@ -1631,9 +1554,7 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QDEQ_KERNEL(S, T, SS, ST, B, false, sym) QDEQ_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1F_B(S, T, B) QMV1F_KERNEL(S, T, f16, __half, B, false, sym) QMV1F_KERNEL(S, T, f16, __half, B, true, zp) \
-    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp) \
-    QMV1FC_KERNEL(S, T, f16, __half, B, false, sym) QMV1FC_KERNEL(S, T, f16, __half, B, true, zp)             \
-    QMV1FC_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1FC_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp)
+    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)                         \
     QMV1F_B(S, T, 4) QMV1F_B(S, T, 8)
