@@ -175,7 +175,7 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # block, qmv1n / qmv1fn / qmv1xn with NINFER_QMV_NORM=1, bit for bit the two ops: the 27B 1.5-6.6 % slower on an
     # H100 in every form tried, the 8B level; removed, code in 41f0816)
     # (session 31, prepared; run in session 32 on an H100: the one-token GDN recurrence asking L2, after its PDL wait,
-    # for the first 8 / 16 MB of each half of gate_up's codes, NINFER_GDN_AHEAD, with its GPU test: 1.5-4.6 % slower
+    # for the first 8 / 16 MB of each half of gate_up's codes, NINFER_GDN_AHEAD, with its GPU test: 2.0-4.6 % slower
     # end to end; the code in commit 3fe39b1)
     # (session 32: the 27B's 320-tile one-token GEMVs with a tile's warps in a cluster of 2 blocks, qmv1xc / qmv1fc,
     # -DQMV_CLUSTER=1, bit for bit the block forms: 3.3-3.5 % slower on an H100, not run on the H200; the int4

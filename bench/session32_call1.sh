@@ -1,5 +1,5 @@
 # Session 32, call 1: (1) the one-token Gated DeltaNet recurrence asking L2, after its PDL wait, for later GEMVs' weights
-# (NINFER_GDN_AHEAD: out_proj's codes, the first MB of gate_up's halves; session 31's call 5, not run then); (2) the
+# (NINFER_GDN_AHEAD: the first 8 / 16 MB of each half of gate_up's codes; session 31's call 5, not run then); (2) the
 # 27B's 320-tile one-token GEMVs (down, GDN out_proj, attention o) with a tile's warps in a cluster of 2 blocks
 # (qmv1xc / qmv1fc, -DQMV_CLUSTER=1), end to end and in bench/qmv_balance.py: do those GEMVs lose to uneven blocks an
 # SM on the H200, where they are more bound by their products than on the H100 (session 24 found no penalty there)?
