@@ -178,9 +178,11 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # for the first 8 / 16 MB of each half of gate_up's codes, NINFER_GDN_AHEAD, with its GPU test: 2.0-4.6 % slower
     # end to end; the code in commit 3fe39b1)
     # (session 32: the 27B's 320-tile one-token GEMVs with a tile's warps in a cluster of 2 blocks, qmv1xc / qmv1fc,
-    # -DQMV_CLUSTER=1, bit for bit the block forms: 3.3-3.5 % slower on an H100, not run on the H200; the int4
-    # fixed-point products with the high nibbles masked as 16 u instead of shifted, -DQMV_FIX_M16=1, prepared, not run:
-    # no device was given. The code of both, with their GPU tests, in 9d7a496; bench/session32_call2.sh)
+    # -DQMV_CLUSTER=1, bit for bit the block forms: 3.3-3.5 % slower on an H100, not run on the H200; the code, with
+    # its GPU test, in 9d7a496)
+    # session 32 (prepared; run in session 33): int4 one-token fixed-point products with the high nibbles (rows g + 8)
+    # masked as 16 u, not shifted (4 SHF fewer a chunk), those rows' integer sums divided by 16 exactly (the same bits)
+    "int4 fixed-point products without the nibble shifts (QMV_FIX_M16)": dict(split=(16,), extra=("-DQMV_FIX_M16=1",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),

@@ -1101,3 +1101,31 @@ def test_int8_model_decodes_through_the_fixed_point_forms(monkeypatch):
         assert _same_clear_tokens(out[name], out["plain"]), name
         err = (out[name] - out["plain"]).norm() / out["plain"].norm()
         assert 0 < err < 2e-2, (name, err)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("scale_dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("group,sym", [(128, True), (128, False), (512, True)])
+@pytest.mark.parametrize("n,k", [(5120, 17408), (1056, 1024)])
+def test_fix_m16_build_is_bit_for_bit_the_default(dtype, scale_dtype, group, sym, n, k, monkeypatch):
+    """The -DQMV_FIX_M16=1 build (int4 one-token fixed-point products with the high nibbles masked as 16 u, not shifted,
+    their rows' integer sums divided by 16): qmv1f (form attached), qmv1x (form made per burst) and qmv1sf (SwiGLU)
+    give bit for bit the default build's outputs, with activations of large and small groups (outliers x 30) and
+    outputs poisoned."""
+    from ninfer.quant import gpu
+    from ninfer.quant.layout import dequantize
+
+    q = gpu.prepare(_tiled_case(n, k, 4, group, sym, scale_dtype, n + k + group + 16))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    x[0, ::97] *= 30
+    monkeypatch.setattr(gpu, "QMV1X", {4})
+    got = {}
+    for extra in ((), ("-DQMV_FIX_M16=1",)):
+        monkeypatch.setattr(gpu, "BENCH_EXTRA", extra)
+        _poison()
+        got[extra] = (gpu.quant_linear(x, q), gpu.quant_linear(_with_fixed(x.clone()), q),
+                      gpu.quant_linear_silu_mul(_with_fixed(x.clone()), q))
+    for name, a, b in zip(("qmv1x", "qmv1f", "qmv1sf"), *got.values()):
+        assert a is not None and torch.equal(a, b), name
+    want = (x.double() @ dequantize(q).double().t()).flatten()
+    assert ((got[()][1].flatten().double() - want).norm() / want.norm()) < 1e-2

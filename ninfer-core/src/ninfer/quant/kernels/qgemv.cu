@@ -832,6 +832,9 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_FIXFETCH  // 1: qmv1f's bursts load one scale a 128-k run at a computed group, every load predicated on
 #define QMV_FIXFETCH 1  // b != warp, no branch in the loop (as bench/kernels/qmv_i8.cu); 0 (bench): qmv's fetch, behind
 #endif                  // branches on b and the group size (27B W4A16 decode 2-4 % slower, H200, RESULTS session 24)
+#ifndef QMV_FIX_M16  // 1: int4 one-token fixed-point products take the high nibbles (rows g + 8) as 16 u, masked, not
+#define QMV_FIX_M16 0  // shifted (4 SHF fewer a chunk), and divide those rows' integer sums by 16, exactly: same bits
+#endif
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
@@ -1292,14 +1295,21 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                     else qm_load_x(xv, xb + u * 4, true);
                     const unsigned m = 0x0F0F0F0Fu;
                     const uint4 w = wc[u];
-                    qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
-                    qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
+                    if (QMV_FIX_M16) {  // rows g + 8 (the high nibbles) as 16 u, unshifted: d[2], d[3] 16 x theirs
+                        constexpr unsigned M = 0xF0F0F0F0u;
+                        qm_imma(d, w.x & m, w.x & M, w.y & m, w.y & M, xv.x, xv.y);
+                        qm_imma(d, w.z & m, w.z & M, w.w & m, w.w & M, xv.z, xv.w);
+                    } else {
+                        qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
+                        qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
+                    }
                 }
                 const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * 8)), __shfl_sync(~0u, rqs, q * 8))
                                       : __ldg(gb + q / 2);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
-                const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
+                const int v2 = (QMV_FIX_M16 ? (d[2] * 256 + d[3]) >> 4 : d[2] * 256 + d[3])  // exact: 16 x an int
+                               - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
                 acc[0][0] = fmaf(qm_scale(sc[q] & 0xFFFFu, (const ST *)nullptr) * sx, (float)v0, acc[0][0]);
                 acc[0][2] = fmaf(qm_scale_hi(sc[q], (const ST *)nullptr) * sx, (float)v2, acc[0][2]);
             }
