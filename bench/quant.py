@@ -183,6 +183,12 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # session 32 (prepared; run in session 33): int4 one-token fixed-point products with the high nibbles (rows g + 8)
     # masked as 16 u, not shifted (4 SHF fewer a chunk), those rows' integer sums divided by 16 exactly (the same bits)
     "int4 fixed-point products without the nibble shifts (QMV_FIX_M16)": dict(split=(16,), extra=("-DQMV_FIX_M16=1",)),
+    # session 33: the residual add and RMSNorm after the mixers' output projections and after down with no launch of
+    # their own: that GEMV stores h and each block's sum of h^2, each block of the next GEMV normalises h and makes its
+    # fixed-point form in shared memory (qgemv.cu QMV_NORMIN; NINFER_QMV_NORMIN=1 with the -DQMV_NORMIN=1 build)
+    "the add and norm in the GEMVs around them (QMV_NORMIN)": dict(split=(16,), extra=("-DQMV_NORMIN=1",),
+                                                                    qmv_normin=True),
+    "the -DQMV_NORMIN=1 build, not taken": dict(split=(16,), extra=("-DQMV_NORMIN=1",)),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -221,6 +227,7 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
+    gpu.QMV_NORMIN = v.get("qmv_normin", False)
     from ninfer.kernels import attention
 
     global _ATTN_ROWS  # query rows a block of one token's large GQA group: the launcher's default, or the variant's

@@ -1129,3 +1129,158 @@ def test_fix_m16_build_is_bit_for_bit_the_default(dtype, scale_dtype, group, sym
         assert a is not None and torch.equal(a, b), name
     want = (x.double() @ dequantize(q).double().t()).flatten()
     assert ((got[()][1].flatten().double() - want).norm() / want.norm()) < 1e-2
+
+
+def _normin(monkeypatch):
+    """The -DQMV_NORMIN=1 build with NINFER_QMV_NORMIN=1 (bench), and the full names of the GEMV kernels looked up."""
+    from ninfer.quant import gpu
+
+    monkeypatch.setattr(gpu, "BENCH_EXTRA", ("-DQMV_NORMIN=1",))
+    monkeypatch.setattr(gpu, "QMV_NORMIN", True)
+    names, real = [], gpu._module
+
+    def spy(device, extra=(), source=None):
+        mod = real(device, extra, source)
+
+        class Names:
+            def __getitem__(self, name):
+                names.append(name.split("_")[0])
+                return mod[name]
+        return Names()
+
+    monkeypatch.setattr(gpu, "_module", spy)
+    return names
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,sym", [(4, True), (4, False), (8, True)])
+@pytest.mark.parametrize("n,k", [(5120, 6144), (1000, 1024), (4096, 12288)])
+@pytest.mark.parametrize("form", ["attached", "row"])
+def test_normin_producer_stores_h_and_its_sums(dtype, bits, sym, n, k, form, monkeypatch):
+    """QMV_NORMIN's producers (qmv1fa with the row's form attached; from the bare row qmv1xa for int4, qmv1a for int8):
+    y bit for bit the same build's quant_linear, h = y + r rounded as add_rms_norm stores it, and per block of 16 rows
+    the sum of h^2 (float64 reference); outputs poisoned, rows not a multiple of 16."""
+    from ninfer.quant import gpu
+
+    names = _normin(monkeypatch)
+    q = gpu.prepare(_tiled_case(n, k, bits, 128, sym, torch.bfloat16, n + k + bits))
+    x = torch.randn(1, k, device="cuda").to(dtype)
+    r = (torch.randn(1, n, device="cuda") * 2).to(dtype)
+    take = (lambda: _with_fixed(x.clone())) if form == "attached" else (lambda: x.clone())
+    _poison()
+    y, h, parts = gpu.quant_linear_add(take(), q, r)
+    want_kernel = "qmv1fa" if form == "attached" else "qmv1xa" if bits == 4 else "qmv1a"
+    assert names[-1] == want_kernel, names
+    assert torch.equal(y, gpu.quant_linear(take(), q))
+    assert torch.equal(h, (y.float() + r.float()).to(dtype))
+    tiles = -(-n // 16)
+    hp = torch.zeros(tiles * 16, dtype=torch.float64, device="cuda")
+    hp[:n] = h.double().flatten()
+    want = hp.view(tiles, 16).pow(2).sum(-1)
+    assert parts.shape == (tiles,) and torch.allclose(parts.double(), want, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits,sym", [(4, True), (4, False), (8, True), (8, False)])
+@pytest.mark.parametrize("k", [5120, 4096, 1024])
+@pytest.mark.parametrize("zc", [False, True])
+@pytest.mark.parametrize("form", ["plain", "swiglu", "gdn"])
+def test_normin_consumer_normalises_in_each_block(dtype, bits, sym, k, zc, form, monkeypatch):
+    """QMV_NORMIN's consumers (qmv1fn, qmv1sfn, qmv1gfn) take a deferred normed row (gpu.defer_norm: h, per-block
+    sums of h^2, the norm's weight): block 0 stores the normed row, within a rounding of rms_norm(h) w (float64
+    reference; only the sum's order differs from add_rms_norm's), and every output is bit for bit the same build's
+    fixed-point kernel fed that stored row's form (ninfer.quant.fixed's reference), the conv window too (gdn)."""
+    from ninfer.quant import gpu
+
+    names = _normin(monkeypatch)
+    n = {"plain": 3000, "swiglu": 2 * 2048, "gdn": 1024 + 512 + 2 * 8}[form]
+    q = gpu.prepare(_tiled_case(n, k, bits, 128, sym, torch.bfloat16, n + k + bits + zc))
+    h = (torch.randn(1, k, device="cuda") * 3).to(dtype)
+    h[0, ::97] *= 20
+    nw = (torch.randn(k, device="cuda") * 0.2 + (0 if zc else 1)).to(dtype)
+    tiles = -(-k // 16)
+    hp = torch.zeros(tiles * 16, device="cuda")
+    hp[:k] = h.float().flatten()
+    parts = hp.view(tiles, 16).pow(2).sum(-1)
+    eps = 1e-6
+    if form == "gdn":
+        cw = (torch.randn(1024, 4, device="cuda") * 0.5).to(dtype)
+        window = torch.randn(1024, 3, device="cuda")
+        A_log = torch.empty(8, device="cuda").uniform_(0, 16).log()
+        dt_bias = torch.randn(8, device="cuda")
+        w2 = window.clone()
+    _poison()
+    x = gpu.defer_norm(h, parts, nw, eps, zc)
+    if form == "plain":
+        got, want_of = (gpu.quant_linear(x, q),), lambda row: (gpu.quant_linear(_with_fixed(row), q),)
+    elif form == "swiglu":
+        got, want_of = (gpu.quant_linear_silu_mul(x, q),), lambda row: (gpu.quant_linear_silu_mul(_with_fixed(row), q),)
+    else:
+        got = (*gpu.quant_gdn_in_proj(x, q, cw, window, A_log, dt_bias, 1024, 512), window)
+        want_of = lambda row: (*gpu.quant_gdn_in_proj(_with_fixed(row), q, cw, w2, A_log, dt_bias, 1024, 512), w2)  # noqa: E731
+    assert {"plain": "qmv1fn", "swiglu": "qmv1sfn", "gdn": "qmv1gfn"}[form] in names, names
+    names.clear()
+    hd = h.double()
+    wd = nw.double() + 1 if zc else nw.double()
+    ref = hd * torch.rsqrt(hd.pow(2).mean() + eps) * wd
+    assert ((x.double() - ref).abs() <= ref.abs() * 2 ** -7 + 1e-30).all(), "the normed row block 0 stored"
+    want = want_of(x.clone())
+    assert {"plain": "qmv1f", "swiglu": "qmv1sf", "gdn": "qmv1gf"}[form] in names, names
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+
+
+def test_normin_row_is_written_where_no_consumer_serves(monkeypatch):
+    """A deferred normed row taken by an op that cannot normalise it (here a GEMV whose K the shared form does not hold)
+    is written first, as rms_norm(h) w in torch ops, so that op reads the right row."""
+    from ninfer.quant import gpu
+
+    names = _normin(monkeypatch)
+    k = 2 * gpu.NORMIN_KMAX
+    q = gpu.prepare(_tiled_case(256, k, 4, 128, True, torch.bfloat16, 11))
+    h = torch.randn(1, k, device="cuda").to(torch.bfloat16)
+    nw = torch.rand(k, device="cuda").to(torch.bfloat16)
+    x = gpu.defer_norm(h, h.float().pow(2).sum().view(1), nw, 1e-6, False)
+    y = gpu.quant_linear(x, q)
+    hf = h.float()
+    ref = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6) * nw.float()).to(torch.bfloat16)
+    assert torch.equal(x, ref) and not any(name.endswith("fn") for name in names)
+    assert torch.equal(y, gpu.quant_linear(ref.clone(), q))
+
+
+@pytest.mark.parametrize("shape,bits,layers", [("qwen3.5-27b", 4, 4), ("qwen3-8b", 8, 2)])
+def test_normin_model_decodes_as_the_two_launches(shape, bits, layers, monkeypatch):
+    """Random 27B-shaped (3 Gated DeltaNet + 1 attention layers, int4) and 8B-shaped (int8) models with QMV_NORMIN:
+    each step's add-and-norms after the mixers' output projections and after down (all but the last block's) ride in
+    those GEMVs (qmv1fa / qmv1xa / qmv1a) and the next (qmv1fn / qmv1sfn / qmv1gfn); the same greedy tokens wherever
+    the two-launch run's lead clearly, logits within bf16 rounding of it; CUDA graph replay gives the eager logits."""
+    import random_model as rm
+    from quant import quant_model
+
+    from ninfer.quant import gpu
+
+    torch.manual_seed(1 if bits == 4 else 5)
+    graphed, weights = quant_model(shape, layers, bits, lm_head_bits=bits)
+    eager, _ = rm.build(shape, "sm90", "cuda", torch.bfloat16, 512, layers=layers, weights=weights)
+    eager.graphs = None
+    ids = torch.randint(0, graphed.cfg.vocab_size, (60,),
+                        generator=torch.Generator().manual_seed(7 if bits == 4 else 3)).tolist()
+    names = _normin(monkeypatch)
+    out = {}
+    for name, r, on in (("plain", eager, False), ("graphed", graphed, True), ("eager", eager, True)):
+        monkeypatch.setattr(gpu, "QMV_NORMIN", on)
+        r.reset()
+        for m in (r.model, *r.model.layers):
+            m.fixed_planned = False
+        names.clear()
+        out[name] = _greedy_logits(r, ids, tokens=out.get("plain"))
+        if name == "eager":  # 6 decode steps: per step 2 layers - 1 producers and as many consumers
+            prod = sum(names.count(p) for p in ("qmv1fa", "qmv1xa", "qmv1a"))
+            cons = sum(names.count(c) for c in ("qmv1fn", "qmv1sfn", "qmv1gfn"))
+            assert prod == cons == 6 * (2 * layers - 1), names
+        if name == "plain":
+            assert not any(nm.endswith(("fa", "xa", "fn")) or nm == "qmv1a" for nm in names)
+    assert torch.equal(out["graphed"], out["eager"])
+    assert _same_clear_tokens(out["eager"], out["plain"])
+    err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()
+    assert 0 < err < 2e-2, err

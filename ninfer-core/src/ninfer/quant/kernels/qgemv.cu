@@ -858,6 +858,47 @@ struct QmvStore {
     __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
 };
 
+// QMV_NORMIN (1, bench build): the residual add and RMSNorm after a one-token GEMV ride in that GEMV and in the next
+// one, with no launch of their own and no count between blocks. The GEMV before the norm (qmv1a / qmv1fa / qmv1xa:
+// the mixers' output projections, down) stores y, h = y + r (both rounded to T, as add_rms_norm stores them) and its
+// block's sum of h^2 over its 16 rows (QmvStoreAdd); each block of the GEMV after it (qmv1fn / qmv1sfn / qmv1gfn: the
+// mixers' input projections, gate_up) sums those per-block parts in one fixed order (the same float in every block),
+// normalises h with the norm's weight and makes the token's fixed-point form in its shared memory (qmv_norm_form),
+// block 0 also storing the normed row. Only the sum's order differs from add_rms_norm's (the row's bits may differ by
+// a rounding where rs does).
+#ifndef QMV_NORMIN
+#define QMV_NORMIN 0
+#endif
+#ifndef QMV_NORM_KMAX  // the widest row the consumers' shared form holds (2 K bytes and K / 16 of groups)
+#define QMV_NORM_KMAX 8192
+#endif
+template <typename T>
+struct QmvStoreAdd {
+    T *y;
+    int N;
+    const T *r;   // the residual [N]
+    T *h;         // y + r [N]
+    float *part;  // [tiles] each block's sum of h^2
+    __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
+    // row n's y (v before rounding): stores y and h, returns h^2
+    __device__ __forceinline__ float add(int n, float v) const {
+        const T yv = from_f<T>(v);
+        y[n] = yv;
+        const T hv = from_f<T>(to_f(yv) + to_f(r[n]));
+        h[n] = hv;
+        const float a = to_f(hv);
+        return a * a;
+    }
+};
+template <typename E>
+struct QmvAdds {
+    static constexpr bool value = false;
+};
+template <typename T>
+struct QmvAdds<QmvStoreAdd<T>> {
+    static constexpr bool value = true;
+};
+
 // The scales (and zero points) of a one-token int4 burst b (chunks B b .. B b + B - 1, B a power of two): chunk u is in
 // group ((B b) >> lg) + (u >> lg), lg = log2(G / CHUNK); each group's word is loaded once from the tile's rows St / Zt
 // (qmv's QMV_ADDR form and qmvp). zsym: the zero-point word of a symmetric weight.
@@ -1013,7 +1054,52 @@ struct QmvFixed {
     unsigned char *oq = nullptr;
     int2 *og = nullptr;
     int *ocnt = nullptr;
+    // NORMIN: the row h, the norm's weight, the producer's per-block parts, their count, eps, zero-centred, the normed
+    // row's storage (block 0 stores it; may be null)
+    const void *nh = nullptr;
+    const void *nw = nullptr;
+    const float *npart = nullptr;
+    int nparts = 0;
+    float eps = 0.f;
+    int zc = 0;
+    void *nout = nullptr;
 };
+
+// NORMIN's prologue (after the PDL wait): rs from the producer's parts (every warp sums them the same way: lane l the
+// parts l, l + 32, ... in turn, then a butterfly, which leaves the same float in every lane), the normed row as
+// add_rms_norm computes it (h rs w or h rs (1 + w), rounded to T), and its fixed-point form (fixed_group16, a half warp
+// a group of 128) into the block's shared nq / ng in the layout of the global form.
+template <typename T>
+__device__ __forceinline__ void qmv_norm_form(const QmvFixed &fx, int K, unsigned char *nq, int2 *ng) {
+    const int lane = threadIdx.x % 32;
+    float ss = 0.f;
+    for (int i = lane; i < fx.nparts; i += 32) ss += __ldcg(fx.npart + i);
+#pragma unroll
+    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
+    const float rs = rsqrtf(ss / (float)K + fx.eps);
+    const T *h = static_cast<const T *>(fx.nh);
+    const T *w = static_cast<const T *>(fx.nw);
+    T *out = blockIdx.x == 0 ? static_cast<T *>(fx.nout) : nullptr;
+    const int ngrp = K / 128, nw = blockDim.x / 32;
+    for (int g0 = 2 * (threadIdx.x / 32); g0 < ngrp; g0 += 2 * nw) {  // warp-uniform: the shuffles take whole warps
+        const int grp = g0 + (lane >> 4);
+        const bool valid = grp < ngrp;
+        const int v = grp * 16 + (lane & 15);  // values 8 v .. 8 v + 7
+        float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        if (valid) {
+            float gw[8];
+            unpack8<T>(__ldcg(reinterpret_cast<const uint4 *>(h) + v), a);
+            unpack8<T>(__ldg(reinterpret_cast<const uint4 *>(w) + v), gw);
+#pragma unroll
+            for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (fx.zc ? 1.f + gw[i] : gw[i]);
+            const uint4 yv = pack8<T>(a);
+            unpack8<T>(yv, a);  // the stored values
+            if (out != nullptr) reinterpret_cast<uint4 *>(out)[v] = yv;
+        }
+        fixed_group16(a, v, valid, nq, ng, K);
+    }
+    __syncthreads();
+}
 
 __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                                         unsigned b1) {
@@ -1023,7 +1109,7 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
 }
 
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false, bool FROMX = false>
+          bool FIX = false, bool FROMX = false, bool NORMIN = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
@@ -1098,6 +1184,10 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
     pdl_stream_enter();
+    static_assert(!NORMIN || (FIX && !FROMX), "NORMIN: the fixed-point forms that read a form");
+    __shared__ __align__(16) unsigned char nq_s[NORMIN ? 2 * QMV_NORM_KMAX : 16];
+    __shared__ int2 ng_s[NORMIN ? QMV_NORM_KMAX / 128 : 1];
+    if constexpr (NORMIN) qmv_norm_form<T>(fx, K, nq_s, ng_s);
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
@@ -1199,8 +1289,9 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         // (against qmv1's 8 PRMT, 8 fp16 subtractions, 2 HMMA and the activations' bf16 -> fp16 conversion).
         constexpr int GB = B / 4;  // 128-k groups a burst: one (the loop in this form compiles to the SASS measured)
         acc[0][0] = acc[0][2] = 0.f;
-        const uint4 *xb = FROMX ? nullptr : fx.xq + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
-        const int2 *gb = FROMX ? nullptr : fx.xg + warp * GB;
+        const uint4 *xb = FROMX ? nullptr : (NORMIN ? reinterpret_cast<const uint4 *>(nq_s) : fx.xq)
+                                            + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
+        const int2 *gb = FROMX ? nullptr : (NORMIN ? ng_s : fx.xg) + warp * GB;
         __shared__ __align__(16) unsigned xs8[FROMX ? QM_MAX_WARPS : 1][2][FROMX ? B * 16 : 1];  // 2 bursts' forms
         int par = 0;
         for (; b < nburst; b += warps, wb += wstep, xb += warps * (B / 2) * 4, gb += warps * GB, par ^= 1) {
@@ -1235,6 +1326,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 for (int h = 2 * q; h < 2 * q + 2; h++) {  // 64 k: chunks 2h (the form's words 0, 1), 2h + 1 (2, 3)
                     uint4 xv;
                     if (FROMX) xv = xf[h * 4];
+                    else if (NORMIN) xv = xb[h * 4];
                     else qm_load_x(xv, xb + h * 4, true);
                     const uint4 w0 = wc[2 * h], w1 = wc[2 * h + 1];
                     qm_imma(d, __byte_perm(w0.x, w0.y, 0x5140), __byte_perm(w0.x, w0.y, 0x7362),
@@ -1244,7 +1336,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 }
                 const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * (128 / B))),
                                                   __shfl_sync(~0u, rqs, q * (128 / B)))
-                                      : __ldg(gb + q);
+                                      : NORMIN ? gb[q] : __ldg(gb + q);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
                 const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
@@ -1255,8 +1347,9 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     } else if constexpr (FIX) {
         acc[0][0] = acc[0][2] = 0.f;
         // this warp's activations and groups, stepped with its bursts: hi for even g (B's even columns), lo for odd
-        const uint4 *xb = FROMX ? nullptr : fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
-        const int2 *gb = FROMX ? nullptr : fx.xg + warp * (B / 2);
+        const uint4 *xb = FROMX ? nullptr : (NORMIN ? reinterpret_cast<const uint4 *>(nq_s) : fx.xq)
+                                            + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
+        const int2 *gb = FROMX ? nullptr : (NORMIN ? ng_s : fx.xg) + warp * (B / 2);
         __shared__ __align__(16) unsigned xs4[FROMX ? QM_MAX_WARPS : 1][2][FROMX ? B * 32 : 1];  // 2 bursts' forms
         int par = 0;
         for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2), par ^= 1) {
@@ -1292,6 +1385,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 for (int u = q; u < q + 2; u++) {
                     uint4 xv;
                     if (FROMX) xv = xf[u * 4];
+                    else if (NORMIN) xv = xb[u * 4];
                     else qm_load_x(xv, xb + u * 4, true);
                     const unsigned m = 0x0F0F0F0Fu;
                     const uint4 w = wc[u];
@@ -1305,7 +1399,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                     }
                 }
                 const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * 8)), __shfl_sync(~0u, rqs, q * 8))
-                                      : __ldg(gb + q / 2);
+                                      : NORMIN ? gb[q / 2] : __ldg(gb + q / 2);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
                 const int v2 = (QMV_FIX_M16 ? (d[2] * 256 + d[3]) >> 4 : d[2] * 256 + d[3])  // exact: 16 x an int
@@ -1386,6 +1480,19 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             }
     }
     if (ONE && t != 0) return;  // lane (g, 0) holds rows g, g + 8 of token 0
+    if constexpr (QmvAdds<Epi>::value) {  // QMV_NORMIN's producer: y, h and this block's sum of h^2 (lanes 0, 4, .., 28)
+        static_assert(ONE && !SILU, "one token, plain form");
+        float ss = 0.f;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int n = tile * 16 + g + 8 * r;
+            if (n < N) ss += epi.add(n, acc[0][2 * r] + (bias ? to_f(bias[n]) : 0.f));
+        }
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) ss += __shfl_xor_sync(0x11111111u, ss, o);
+        if (lane == 0) epi.part[tile] = ss;
+        return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int n = tile * 16 + g + 8 * r;
@@ -1536,6 +1643,62 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
             ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh},   \
             ninfer::QmvFixed{xq, xg});                                                                      \
     }
+// QMV_NORMIN (bench build): the producers qmv1a / qmv1fa / qmv1xa (qmv1 / qmv1f / qmv1x storing y, h = y + r and a
+// block's sum of h^2 in part[block]) and the consumers qmv1fn / qmv1sfn / qmv1gfn (qmv1f / qmv1sf / qmv1gf making the
+// form of rms_norm(h) in each block from h, the norm's weight nw and the nparts parts; block 0 storing the normed row
+// in nout).
+#if QMV_NORMIN
+#define QMV1N_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                   \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1a_##S##_s##SS##_b##B##_##ZN(                   \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G, const T *r, T *h, float *part) {                                                      \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStoreAdd<T>>(Wp, Sp, Zp, x, b, y, N, K, G, 1,            \
+                                                                  ninfer::QmvStoreAdd<T>{y, N, r, h, part}); \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fa_##S##_s##SS##_b##B##_##ZN(                  \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
+        const T *b, T *y, int N, int K, int G, const T *r, T *h, float *part) {                              \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStoreAdd<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, \
+                                                                        ninfer::QmvStoreAdd<T>{y, N, r, h, part}, \
+                                                                        ninfer::QmvFixed{xq, xg});          \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1xa_##S##_s##SS##_b##B##_##ZN(                  \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
+        int K, int G, const T *r, T *h, float *part) {                                                      \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStoreAdd<T>, true, true>(                             \
+            Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStoreAdd<T>{y, N, r, h, part},                      \
+            ninfer::QmvFixed{nullptr, nullptr});                                                            \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fn_##S##_s##SS##_b##B##_##ZN(                  \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *nh, const T *nw,              \
+        const float *npart, int nparts, float eps, int zc, T *nout, const T *b, T *y, int N, int K, int G) {  \
+        ninfer::QmvFixed fx{nullptr, nullptr};                                                              \
+        fx.nh = nh, fx.nw = nw, fx.npart = npart, fx.nparts = nparts, fx.eps = eps, fx.zc = zc, fx.nout = nout; \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, false, true>(                         \
+            Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, fx);                          \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sfn_##S##_s##SS##_b##B##_##ZN(                 \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *nh, const T *nw,              \
+        const float *npart, int nparts, float eps, int zc, T *nout, T *y, int N, int K, int G) {             \
+        ninfer::QmvFixed fx{nullptr, nullptr};                                                              \
+        fx.nh = nh, fx.nw = nw, fx.npart = npart, fx.nparts = nparts, fx.eps = eps, fx.zc = zc, fx.nout = nout; \
+        ninfer::qmv<T, ST, B, Z, 0, true, ninfer::QmvStore<T>, true, false, true>(                          \
+            Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, fx);                    \
+    }                                                                                                       \
+    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1gfn_##S##_s##SS##_b##B##_##ZN(                 \
+        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *nh, const T *nw,              \
+        const float *npart, int nparts, float eps, int zc, T *nout, T *y, int N, int K, int G,               \
+        const T *conv_w, float *conv_state, const float *A_log, const float *dt_bias, float *g, T *beta,       \
+        int conv_dim, int z_dim, int nh_) {                                                                 \
+        ninfer::QmvFixed fx{nullptr, nullptr};                                                              \
+        fx.nh = nh, fx.nw = nw, fx.npart = npart, fx.nparts = nparts, fx.eps = eps, fx.zc = zc, fx.nout = nout; \
+        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::GdnInEpilogue<T>, true, false, true>(                    \
+            Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, 1,                                                    \
+            ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh_}, fx); \
+    }
+#else
+#define QMV1N_KERNEL(S, T, SS, ST, B, Z, ZN)
+#endif
 #define QMV1S_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1s_##S##_s##SS##_b##B##_##ZN(                  \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G) { \
@@ -1564,7 +1727,9 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QDEQ_KERNEL(S, T, SS, ST, B, false, sym) QDEQ_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1F_B(S, T, B) QMV1F_KERNEL(S, T, f16, __half, B, false, sym) QMV1F_KERNEL(S, T, f16, __half, B, true, zp) \
-    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp)
+    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp) \
+    QMV1N_KERNEL(S, T, f16, __half, B, false, sym) QMV1N_KERNEL(S, T, f16, __half, B, true, zp)                      \
+    QMV1N_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1N_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)                         \
     QMV1F_B(S, T, 4) QMV1F_B(S, T, 8)
