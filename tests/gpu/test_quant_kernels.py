@@ -1126,6 +1126,9 @@ def test_fix_m16_build_is_bit_for_bit_the_default(dtype, scale_dtype, group, sym
         got[extra] = (gpu.quant_linear(x, q), gpu.quant_linear(_with_fixed(x.clone()), q),
                       gpu.quant_linear_silu_mul(_with_fixed(x.clone()), q))
     for name, a, b in zip(("qmv1x", "qmv1f", "qmv1sf"), *got.values()):
+        if name == "qmv1sf" and n < 4096:  # (too few tiles for the SwiGLU form's warps: the caller's two ops)
+            assert a is None and b is None
+            continue
         assert a is not None and torch.equal(a, b), name
     want = (x.double() @ dequantize(q).double().t()).flatten()
     assert ((got[()][1].flatten().double() - want).norm() / want.norm()) < 1e-2
@@ -1193,7 +1196,7 @@ def test_normin_consumer_normalises_in_each_block(dtype, bits, sym, k, zc, form,
     from ninfer.quant import gpu
 
     names = _normin(monkeypatch)
-    n = {"plain": 3000, "swiglu": 2 * 2048, "gdn": 1024 + 512 + 2 * 8}[form]
+    n = {"plain": 3000, "swiglu": 2 * 17408, "gdn": 1024 + 512 + 2 * 8}[form]
     q = gpu.prepare(_tiled_case(n, k, bits, 128, sym, torch.bfloat16, n + k + bits + zc))
     h = (torch.randn(1, k, device="cuda") * 3).to(dtype)
     h[0, ::97] *= 20
@@ -1283,4 +1286,4 @@ def test_normin_model_decodes_as_the_two_launches(shape, bits, layers, monkeypat
     assert torch.equal(out["graphed"], out["eager"])
     assert _same_clear_tokens(out["eager"], out["plain"])
     err = (out["eager"] - out["plain"]).norm() / out["plain"].norm()
-    assert 0 < err < 2e-2, err
+    assert err < 2e-2, err  # (0 where no rs differs in a bit that survives the rounding to bf16)

@@ -122,6 +122,7 @@ QMV1F_OUT: bool = os.environ.get("NINFER_QMV1F_OUT", "1").lower() not in ("0", "
 # memory), with no launch of their own: qgemv.cu QMV_NORMIN, a bench build (-DQMV_NORMIN=1) with NINFER_QMV_NORMIN=1.
 QMV_NORMIN: bool = os.environ.get("NINFER_QMV_NORMIN", "0").lower() not in ("0", "false", "off", "")
 NORMIN_KMAX = 8192  # qgemv.cu QMV_NORM_KMAX
+NORMIN_PARTS = 512  # qgemv.cu 32 QMV_NORM_PARTS: the producer's blocks a consumer sums
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -468,6 +469,7 @@ def _norm_in(x: torch.Tensor, w) -> tuple | None:
     delattr(x, NORM_IN_ATTR)
     h, parts, weight, eps, zc = d
     if (normin_serves(w) and x.shape == (1, w.in_features) and h.shape == x.shape and x.dtype in _SUFFIX
+            and parts.numel() <= NORMIN_PARTS
             and weight.dtype == x.dtype and weight.is_contiguous() and w.perm is None):
         return d
     _write_norm(x, d)

@@ -1068,33 +1068,52 @@ struct QmvFixed {
 // NORMIN's prologue (after the PDL wait): rs from the producer's parts (every warp sums them the same way: lane l the
 // parts l, l + 32, ... in turn, then a butterfly, which leaves the same float in every lane), the normed row as
 // add_rms_norm computes it (h rs w or h rs (1 + w), rounded to T), and its fixed-point form (fixed_group16, a half warp
-// a group of 128) into the block's shared nq / ng in the layout of the global form.
+// a group of 128) into the block's shared nq / ng in the layout of the global form. Every load of the parts and of the
+// warp's first group of h and w is issued at once (one round trip to L2), each next group's before the current one's
+// form is made (nparts <= 32 QMV_NORM_PARTS).
+#ifndef QMV_NORM_PARTS
+#define QMV_NORM_PARTS 16
+#endif
 template <typename T>
 __device__ __forceinline__ void qmv_norm_form(const QmvFixed &fx, int K, unsigned char *nq, int2 *ng) {
     const int lane = threadIdx.x % 32;
+    const T *h = static_cast<const T *>(fx.nh);
+    const T *w = static_cast<const T *>(fx.nw);
+    const int ngrp = K / 128, nw = blockDim.x / 32;
+    int g0 = 2 * (threadIdx.x / 32);  // warp-uniform: the shuffles take whole warps
+    int v = g0 * 16 + lane;           // values 8 v .. 8 v + 7 (group v >> 4)
+    uint4 hv = make_uint4(0, 0, 0, 0), wv = make_uint4(0, 0, 0, 0);
+    if (v < ngrp * 16) {
+        hv = __ldcg(reinterpret_cast<const uint4 *>(h) + v);
+        wv = __ldg(reinterpret_cast<const uint4 *>(w) + v);
+    }
+    float p[QMV_NORM_PARTS];
+#pragma unroll
+    for (int j = 0; j < QMV_NORM_PARTS; j++) p[j] = lane + 32 * j < fx.nparts ? __ldcg(fx.npart + lane + 32 * j) : 0.f;
     float ss = 0.f;
-    for (int i = lane; i < fx.nparts; i += 32) ss += __ldcg(fx.npart + i);
+#pragma unroll
+    for (int j = 0; j < QMV_NORM_PARTS; j++) ss += p[j];
 #pragma unroll
     for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
     const float rs = rsqrtf(ss / (float)K + fx.eps);
-    const T *h = static_cast<const T *>(fx.nh);
-    const T *w = static_cast<const T *>(fx.nw);
     T *out = blockIdx.x == 0 ? static_cast<T *>(fx.nout) : nullptr;
-    const int ngrp = K / 128, nw = blockDim.x / 32;
-    for (int g0 = 2 * (threadIdx.x / 32); g0 < ngrp; g0 += 2 * nw) {  // warp-uniform: the shuffles take whole warps
-        const int grp = g0 + (lane >> 4);
-        const bool valid = grp < ngrp;
-        const int v = grp * 16 + (lane & 15);  // values 8 v .. 8 v + 7
+    for (; g0 < ngrp; g0 += 2 * nw, v += 32 * nw) {
+        const bool valid = v < ngrp * 16;
         float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
         if (valid) {
             float gw[8];
-            unpack8<T>(__ldcg(reinterpret_cast<const uint4 *>(h) + v), a);
-            unpack8<T>(__ldg(reinterpret_cast<const uint4 *>(w) + v), gw);
+            unpack8<T>(hv, a);
+            unpack8<T>(wv, gw);
 #pragma unroll
             for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (fx.zc ? 1.f + gw[i] : gw[i]);
             const uint4 yv = pack8<T>(a);
             unpack8<T>(yv, a);  // the stored values
             if (out != nullptr) reinterpret_cast<uint4 *>(out)[v] = yv;
+        }
+        const int vn = v + 32 * nw;  // the next group's loads in flight while this one's form is made
+        if (vn < ngrp * 16) {
+            hv = __ldcg(reinterpret_cast<const uint4 *>(h) + vn);
+            wv = __ldg(reinterpret_cast<const uint4 *>(w) + vn);
         }
         fixed_group16(a, v, valid, nq, ng, K);
     }
@@ -1491,20 +1510,20 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) ss += __shfl_xor_sync(0x11111111u, ss, o);
         if (lane == 0) epi.part[tile] = ss;
-        return;
-    }
+    } else {
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int n = tile * 16 + g + 8 * r;
-        if (n >= N) continue;
-        const float bb = bias ? to_f(bias[n]) : 0.f;
+        for (int r = 0; r < 2; r++) {
+            const int n = tile * 16 + g + 8 * r;
+            if (n >= N) continue;
+            const float bb = bias ? to_f(bias[n]) : 0.f;
 #pragma unroll
-        for (int s = 0; s < SETS; s++)
+            for (int s = 0; s < SETS; s++)
 #pragma unroll
-            for (int j = 0; j < (ONE ? 1 : 2); j++) {
-                const int tok = 8 * s + 2 * t + j;
-                if (tok < ntok) epi(tok, n, acc[s][2 * r + j] + bb);
-            }
+                for (int j = 0; j < (ONE ? 1 : 2); j++) {
+                    const int tok = 8 * s + 2 * t + j;
+                    if (tok < ntok) epi(tok, n, acc[s][2 * r + j] + bb);
+                }
+        }
     }
 }
 
