@@ -3,6 +3,7 @@
 # group's form), where call 1's summed the parts one dependent load at a time (the 27B 13 % slower). Its GPU tests
 # first (call 1's failures were the tests' own: shapes the SwiGLU form does not take, and a logits-differ check that
 # need not hold); 27B W4A16 (int4 lm_head) and 8B W8A16 (int8); on an H200 also -DQMV_FIX_M16=1 (level on call 1's H100).
+# Then bench/timeline.py (the 27B step by kernel) for the default and NORMIN.
 # Kernels: the sm90 backend's from bench/precompile_sm90.sh, and
 # bash bench/precompile_quant_variants.sh .kc_s33 ";-DQMV_NORMIN=1;-DQMV_FIX_M16=1".
 source bench/device_env.sh
@@ -17,3 +18,5 @@ timeout 200 python bench/quant.py --parts e2e --no-qgemv --lm-head int4 --models
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e27.txt | cut -c1-200
 timeout 100 python bench/quant.py --parts e2e --no-qgemv --lm-head int8 --models "8B W8A16 g128" --variants "$D;$N;$D;$N" > $OUT/e2e8.txt 2>&1
 grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e8.txt | cut -c1-200
+timeout 120 python bench/timeline.py --models "27B W4A16 g128" --lm-head int4 --steps 20 --variants "$D;$N" > $OUT/timeline27.txt 2>&1
+grep -vE "^\s*$" $OUT/timeline27.txt | cut -c1-200 | head -60
