@@ -189,6 +189,8 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     "the add and norm in the GEMVs around them (QMV_NORMIN)": dict(split=(16,), extra=("-DQMV_NORMIN=1",),
                                                                     qmv_normin=True),
     "the -DQMV_NORMIN=1 build, not taken": dict(split=(16,), extra=("-DQMV_NORMIN=1",)),
+    "QMV_NORMIN, the producers' residual copied ahead (QMV_NORM_RPRE)": dict(
+        split=(16,), extra=("-DQMV_NORMIN=1", "-DQMV_NORM_RPRE=1"), qmv_normin=True),
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),

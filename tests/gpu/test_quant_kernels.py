@@ -1134,11 +1134,12 @@ def test_fix_m16_build_is_bit_for_bit_the_default(dtype, scale_dtype, group, sym
     assert ((got[()][1].flatten().double() - want).norm() / want.norm()) < 1e-2
 
 
-def _normin(monkeypatch):
-    """The -DQMV_NORMIN=1 build with NINFER_QMV_NORMIN=1 (bench), and the full names of the GEMV kernels looked up."""
+def _normin(monkeypatch, extra=("-DQMV_NORMIN=1",)):
+    """The -DQMV_NORMIN=1 build (with ``extra``) with NINFER_QMV_NORMIN=1 (bench), and the names (to the first "_")
+    of the GEMV kernels looked up."""
     from ninfer.quant import gpu
 
-    monkeypatch.setattr(gpu, "BENCH_EXTRA", ("-DQMV_NORMIN=1",))
+    monkeypatch.setattr(gpu, "BENCH_EXTRA", extra)
     monkeypatch.setattr(gpu, "QMV_NORMIN", True)
     names, real = [], gpu._module
 
@@ -1159,13 +1160,15 @@ def _normin(monkeypatch):
 @pytest.mark.parametrize("bits,sym", [(4, True), (4, False), (8, True)])
 @pytest.mark.parametrize("n,k", [(5120, 6144), (1000, 1024), (4096, 12288)])
 @pytest.mark.parametrize("form", ["attached", "row"])
-def test_normin_producer_stores_h_and_its_sums(dtype, bits, sym, n, k, form, monkeypatch):
+@pytest.mark.parametrize("rpre", [False, True])
+def test_normin_producer_stores_h_and_its_sums(dtype, bits, sym, n, k, form, rpre, monkeypatch):
     """QMV_NORMIN's producers (qmv1fa with the row's form attached; from the bare row qmv1xa for int4, qmv1a for int8):
     y bit for bit the same build's quant_linear, h = y + r rounded as add_rms_norm stores it, and per block of 16 rows
-    the sum of h^2 (float64 reference); outputs poisoned, rows not a multiple of 16."""
+    the sum of h^2 (float64 reference); outputs poisoned, rows not a multiple of 16. ``rpre``: the build whose producers
+    copy their tile's residual into shared memory as they start (-DQMV_NORM_RPRE=1)."""
     from ninfer.quant import gpu
 
-    names = _normin(monkeypatch)
+    names = _normin(monkeypatch, ("-DQMV_NORMIN=1",) + (("-DQMV_NORM_RPRE=1",) if rpre else ()))
     q = gpu.prepare(_tiled_case(n, k, bits, 128, sym, torch.bfloat16, n + k + bits))
     x = torch.randn(1, k, device="cuda").to(dtype)
     r = (torch.randn(1, n, device="cuda") * 2).to(dtype)
@@ -1252,7 +1255,8 @@ def test_normin_row_is_written_where_no_consumer_serves(monkeypatch):
 
 
 @pytest.mark.parametrize("shape,bits,layers", [("qwen3.5-27b", 4, 4), ("qwen3-8b", 8, 2)])
-def test_normin_model_decodes_as_the_two_launches(shape, bits, layers, monkeypatch):
+@pytest.mark.parametrize("rpre", [False, True])
+def test_normin_model_decodes_as_the_two_launches(shape, bits, layers, rpre, monkeypatch):
     """Random 27B-shaped (3 Gated DeltaNet + 1 attention layers, int4) and 8B-shaped (int8) models with QMV_NORMIN:
     each step's add-and-norms after the mixers' output projections and after down (all but the last block's) ride in
     those GEMVs (qmv1fa / qmv1xa / qmv1a) and the next (qmv1fn / qmv1sfn / qmv1gfn); the same greedy tokens wherever
@@ -1268,7 +1272,7 @@ def test_normin_model_decodes_as_the_two_launches(shape, bits, layers, monkeypat
     eager.graphs = None
     ids = torch.randint(0, graphed.cfg.vocab_size, (60,),
                         generator=torch.Generator().manual_seed(7 if bits == 4 else 3)).tolist()
-    names = _normin(monkeypatch)
+    names = _normin(monkeypatch, ("-DQMV_NORMIN=1",) + (("-DQMV_NORM_RPRE=1",) if rpre else ()))
     out = {}
     for name, r, on in (("plain", eager, False), ("graphed", graphed, True), ("eager", eager, True)):
         monkeypatch.setattr(gpu, "QMV_NORMIN", on)

@@ -869,6 +869,9 @@ struct QmvStore {
 #ifndef QMV_NORMIN
 #define QMV_NORMIN 0
 #endif
+#ifndef QMV_NORM_RPRE  // 1: the producers copy their tile's residual values into shared memory as they start
+#define QMV_NORM_RPRE 0
+#endif
 #ifndef QMV_NORM_KMAX  // the widest row the consumers' shared form holds (2 K bytes and K / 16 of groups)
 #define QMV_NORM_KMAX 8192
 #endif
@@ -880,11 +883,11 @@ struct QmvStoreAdd {
     T *h;         // y + r [N]
     float *part;  // [tiles] each block's sum of h^2
     __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
-    // row n's y (v before rounding): stores y and h, returns h^2
-    __device__ __forceinline__ float add(int n, float v) const {
+    // row n's y (v before rounding) and residual *rn: stores y and h, returns h^2
+    __device__ __forceinline__ float add(int n, float v, const T *rn) const {  // rn: r[n] or its copy
         const T yv = from_f<T>(v);
         y[n] = yv;
-        const T hv = from_f<T>(to_f(yv) + to_f(r[n]));
+        const T hv = from_f<T>(to_f(yv) + to_f(*rn));
         h[n] = hv;
         const float a = to_f(hv);
         return a * a;
@@ -1207,6 +1210,22 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     __shared__ __align__(16) unsigned char nq_s[NORMIN ? 2 * QMV_NORM_KMAX : 16];
     __shared__ int2 ng_s[NORMIN ? QMV_NORM_KMAX / 128 : 1];
     if constexpr (NORMIN) qmv_norm_form<T>(fx, K, nq_s, ng_s);
+    // QMV_NORM_RPRE (NORMIN's producers): the tile's 16 residual values copied into shared memory as the loop starts
+    // (cp.async, lane 0 of warp 0, zero past N), so the tail does not wait on a load from L2
+    __shared__ __align__(16) T r_s[QmvAdds<Epi>::value && QMV_NORM_RPRE ? 16 : 8];
+    if constexpr (QmvAdds<Epi>::value && QMV_NORM_RPRE) {
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int hlf = 0; hlf < 2; hlf++) {
+                const int n0 = tile * 16 + 8 * hlf;
+                const int bytes = max(0, min(8, N - n0)) * (int)sizeof(T);
+                const T *src = bytes > 0 ? epi.r + n0 : epi.r;
+                const unsigned dst = (unsigned)__cvta_generic_to_shared(r_s + 8 * hlf);
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+    }
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
@@ -1501,11 +1520,15 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     if (ONE && t != 0) return;  // lane (g, 0) holds rows g, g + 8 of token 0
     if constexpr (QmvAdds<Epi>::value) {  // QMV_NORMIN's producer: y, h and this block's sum of h^2 (lanes 0, 4, .., 28)
         static_assert(ONE && !SILU, "one token, plain form");
+        if (QMV_NORM_RPRE) {  // lane 0's copies landed, and seen by the lanes that add
+            if (lane == 0) asm volatile("cp.async.wait_all;" ::: "memory");
+            __syncwarp(0x11111111u);
+        }
         float ss = 0.f;
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int n = tile * 16 + g + 8 * r;
-            if (n < N) ss += epi.add(n, acc[0][2 * r] + (bias ? to_f(bias[n]) : 0.f));
+            if (n < N) ss += epi.add(n, acc[0][2 * r] + (bias ? to_f(bias[n]) : 0.f), QMV_NORM_RPRE ? r_s + g + 8 * r : epi.r + n);
         }
 #pragma unroll
         for (int o = 4; o < 32; o <<= 1) ss += __shfl_xor_sync(0x11111111u, ss, o);
