@@ -180,17 +180,12 @@ VARIANTS = {  # label: ninfer.quant.gpu settings (source: the previous qmma's .c
     # (session 32: the 27B's 320-tile one-token GEMVs with a tile's warps in a cluster of 2 blocks, qmv1xc / qmv1fc,
     # -DQMV_CLUSTER=1, bit for bit the block forms: 3.3-3.5 % slower on an H100, not run on the H200; the code, with
     # its GPU test, in 9d7a496)
-    # session 32 (prepared; run in session 33): int4 one-token fixed-point products with the high nibbles (rows g + 8)
-    # masked as 16 u, not shifted (4 SHF fewer a chunk), those rows' integer sums divided by 16 exactly (the same bits)
-    "int4 fixed-point products without the nibble shifts (QMV_FIX_M16)": dict(split=(16,), extra=("-DQMV_FIX_M16=1",)),
-    # session 33: the residual add and RMSNorm after the mixers' output projections and after down with no launch of
-    # their own: that GEMV stores h and each block's sum of h^2, each block of the next GEMV normalises h and makes its
-    # fixed-point form in shared memory (qgemv.cu QMV_NORMIN; NINFER_QMV_NORMIN=1 with the -DQMV_NORMIN=1 build)
-    "the add and norm in the GEMVs around them (QMV_NORMIN)": dict(split=(16,), extra=("-DQMV_NORMIN=1",),
-                                                                    qmv_normin=True),
-    "the -DQMV_NORMIN=1 build, not taken": dict(split=(16,), extra=("-DQMV_NORMIN=1",)),
-    "QMV_NORMIN, the producers' residual copied ahead (QMV_NORM_RPRE)": dict(
-        split=(16,), extra=("-DQMV_NORMIN=1", "-DQMV_NORM_RPRE=1"), qmv_normin=True),
+    # (session 33, on an H100: the int4 fixed-point products with the high nibbles masked as 16 u instead of shifted,
+    # -DQMV_FIX_M16=1, the same bits: level. The residual add and RMSNorm with no launch of their own, QMV_NORMIN (the
+    # GEMV before them storing h and per-block sums of h^2, each block of the one after normalising h into its shared
+    # fixed-point form): the 27B 12-13 % slower, the 8B 1-2 %, with the consumers summing the parts one load at a time;
+    # the form issuing every load at once, and -DQMV_NORM_RPRE=1, prepared, not run. The code of all three, with their
+    # GPU tests, in 4040650; bench/session33_call2.sh)
     "without the norms": dict(split=(16,), remove=("norm",)),  # bench/whatif.py's REMOVED names
     "without attention": dict(split=(16,), remove=("attn",)),
     "without the GDN recurrence": dict(split=(16,), remove=("gdn",)),
@@ -229,7 +224,6 @@ def variant(label: str):
     gpu.QMV8 = v.get("qmv8", True)
     gpu.QMV16 = v.get("qmv16", False)
     gpu.QMV_WARPS = v.get("qmv_warps")
-    gpu.QMV_NORMIN = v.get("qmv_normin", False)
     from ninfer.kernels import attention
 
     global _ATTN_ROWS  # query rows a block of one token's large GQA group: the launcher's default, or the variant's

@@ -3,6 +3,7 @@
 # normalises h and makes the token's fixed-point form in its shared memory), the norms being 11 % of the 27B step in
 # session 31's H200 timeline and about half that net; (2) session 32's prepared -DQMV_FIX_M16=1 (the int4 fixed-point
 # products without the nibble shifts, same bits). Their GPU tests first; 27B W4A16 (int4 lm_head) and 8B W8A16 (int8).
+# Run it at commit 29368e5: these builds were removed from main after the session's measurements.
 # Kernels: the sm90 backend's from bench/precompile_sm90.sh, and
 # bash bench/precompile_quant_variants.sh .kc_s33 ";-DQMV_NORMIN=1;-DQMV_FIX_M16=1".
 source bench/device_env.sh

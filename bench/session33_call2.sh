@@ -5,6 +5,7 @@
 # need not hold); 27B W4A16 (int4 lm_head) and 8B W8A16 (int8); on an H200 also -DQMV_FIX_M16=1 (level on call 1's H100).
 # Also NORMIN with its producers copying their tile's residual into shared memory as they start (-DQMV_NORM_RPRE=1,
 # cp.async), so their tail does not wait on L2.
+# Run it at commit 4040650: main does not have these builds (not run this session: no device was given).
 # Kernels: the sm90 backend's from bench/precompile_sm90.sh, and
 # bash bench/precompile_quant_variants.sh .kc_s33 ";-DQMV_NORMIN=1;-DQMV_NORMIN=1 -DQMV_NORM_RPRE=1;-DQMV_FIX_M16=1".
 source bench/device_env.sh

@@ -35,17 +35,6 @@ def test_qmma_bench_variants_compile(arch, extra):
     assert [k for k in names if k.encode() + b"\0" not in cubin] == []
 
 
-def test_normin_build_compiles_with_its_entry_points():
-    """The -DQMV_NORMIN=1 build (bench): every default entry point, and the add-and-norm producers and consumers the
-    launcher calls (gpu.quant_linear_add, the consumers in quant_linear / quant_linear_silu_mul / quant_gdn_in_proj)."""
-    cubin = gpu.compile_for("sm_90", use_cache=False, extra=("-DQMV_NORMIN=1",))
-    names = gpu.kernel_names("sm_90") + [p + gpu.qmv_kernel_name(d, sd, b, z)[4:]
-                                         for p in ("qmv1a", "qmv1fa", "qmv1xa", "qmv1fn", "qmv1sfn", "qmv1gfn")
-                                         for d in (torch.float16, torch.bfloat16) for sd in (torch.float16, torch.bfloat16)
-                                         for b in (4, 8) for z in (False, True)]
-    assert [k for k in names if k.encode() + b"\0" not in cubin] == []
-
-
 def test_registered_for_every_gpu_backend():
     from ninfer.ops import all_impls
 

@@ -14,10 +14,6 @@ class Linear:
         self.weight: torch.Tensor | None = None  # [out, in], or a quantised weight (ninfer.quant.QuantWeight)
         self.bias: torch.Tensor | None = None
         self.has_bias = bias
-        # (norm, residual) for the next call only (DecoderBlock.through): that call returns (normed, h) =
-        # norm.add_and_norm(y, residual), the add and the norm riding in this GEMV and the next where the weight's GEMM
-        # offers it (``with_add``: a quantised weight, one token on the GPU, NINFER_QMV_NORMIN=1)
-        self.then: tuple | None = None
 
     def check_parts(self, names: list[str], rows: list[int]) -> None:
         """Checkpoint tensors fused on dim 0 into this layer's weight or bias (q|k|v, gate|up), dense or quantised, must
@@ -30,21 +26,7 @@ class Linear:
             raise NinferError(f"{', '.join(names)} have {', '.join(map(str, rows))} rows but the config implies "
                               f"{', '.join(map(str, want))}; the config and weights disagree.")
 
-    def __call__(self, x: torch.Tensor):
-        then, self.then = self.then, None
-        if then is None:
-            return self.plain(x)
-        norm, residual = then
-        if not isinstance(self.weight, torch.Tensor):
-            fused = getattr(self.ops.linear_for(self.weight.layout), "with_add", None)
-            out = None if fused is None else fused(x, self.weight, residual, self.bias)
-            if out is not None:  # (y, h, parts): the next GEMV normalises h (ninfer.quant.gpu.defer_norm)
-                from ..quant.gpu import defer_norm
-
-                return defer_norm(out[1], out[2], norm.weight, norm.eps, norm.zero_centered), out[1]
-        return norm.add_and_norm(self.plain(x), residual)
-
-    def plain(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if isinstance(self.weight, torch.Tensor):
             return self.ops.linear(x, self.weight, self.bias)
         return self.ops.linear_for(self.weight.layout)(x, self.weight, self.bias)

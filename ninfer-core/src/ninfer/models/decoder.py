@@ -27,48 +27,23 @@ class DecoderBlock:
         self.post_norm = RMSNorm(ops, cfg.hidden_size, cfg.rms_norm_eps, cfg.norm_zero_centered)
         self.mlp = SwiGLU(ops, cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias)
         self.fixed_planned = False
-        self.mixer_out: Linear | None = None  # the mixer's output projection (plan_fixed)
-        self.normin_post = False  # post_norm rides in mixer_out's GEMV and gate_up's (ninfer.quant.gpu QMV_NORMIN)
-        self.normin_in = False  # input_norm rides in the previous block's down GEMV and this mixer's input GEMV
 
     def __call__(self, x: torch.Tensor, ctx) -> torch.Tensor:
         h, mlp_out = self.deferred(x, None, ctx)
         return h + mlp_out
 
-    def deferred(self, x: torch.Tensor, pending, ctx, next_block=None) -> tuple[torch.Tensor, object]:
+    def deferred(self, x: torch.Tensor, pending: torch.Tensor | None, ctx) -> tuple[torch.Tensor, torch.Tensor]:
         """The block with its last residual add left to the caller: (h, mlp_out), the block's output being
         h + mlp_out. ``pending``: the previous block's mlp_out, not yet added to x; this block's input norm adds
-        it (add_rms_norm: one kernel instead of an add and a norm). Where ``next_block`` (the next DecoderBlock)
-        takes its input norm through down's GEMV (normin_in), the second value is instead (that norm's row, h +
-        mlp_out), which the next block takes as its ``pending``; this block's post norm likewise where planned."""
+        it (add_rms_norm: one kernel instead of an add and a norm)."""
         if not self.fixed_planned and x.shape[0] == 1:  # at the first one-token step: weights repacked by then
             self.plan_fixed(x)
         if pending is None:
             a = self.input_norm(x)
-        elif isinstance(pending, tuple):  # the previous block's down GEMV added, this mixer's input GEMV normalises
-            a, x = pending
         else:
             a, x = self.input_norm.add_and_norm(pending, x)
-        one = x.shape[0] == 1
-        normed, h = self.through(lambda: self.mixer(a, ctx), self.mixer_out if self.normin_post and one else None,
-                                 self.post_norm, x)  # h = x + mixer out
-        if next_block is None or not (next_block.normin_in and one):
-            return h, self.mlp(normed)
-        return h, self.through(lambda: self.mlp(normed), self.mlp.down, next_block.input_norm, h)
-
-    @staticmethod
-    def through(run, last: Linear | None, norm: RMSNorm, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """norm.add_and_norm(run(), residual), where run()'s last op is the linear layer ``last``: that layer is asked
-        to store h and its blocks' sums of squares in its own launch, leaving the norm to the next GEMV (Linear.then,
-        ninfer.quant.gpu.quant_linear_add / defer_norm), which it does where its GEMM can."""
-        if last is None:
-            return norm.add_and_norm(run(), residual)
-        last.then = (norm, residual)
-        try:
-            out = run()
-        finally:
-            last.then = None
-        return out if isinstance(out, tuple) else norm.add_and_norm(out, residual)
+        normed, h = self.post_norm.add_and_norm(self.mixer(a, ctx), x)  # h = x + mixer out
+        return h, self.mlp(normed)
 
     def plan_fixed(self, x: torch.Tensor) -> None:
         """Each norm also writes its row in the fixed-point form of the int4 one-token GEMV (ninfer.quant.fixed)
@@ -84,15 +59,6 @@ class DecoderBlock:
         self.mlp.fixed = self.post_norm.fixed and serves(self.mlp.down.weight)
         if hasattr(self.mixer, "fixed_out"):
             self.mixer.fixed_out = x.is_cuda and serves_output(self.mixer.output_weight())
-        from ..quant import gpu
-
-        out_w = self.mixer.output_weight() if hasattr(self.mixer, "output_weight") else None
-        self.mixer_out = next((v for v in vars(self.mixer).values() if isinstance(v, Linear) and v.weight is out_w
-                               and out_w is not None), None)
-        # where the GEMV after the norm takes its row deferred (and the one before can store h: a quantised weight)
-        self.normin_in = x.is_cuda and bool(reads) and all(gpu.normin_serves(w) for w in reads)
-        self.normin_post = (x.is_cuda and gpu.normin_serves(self.mlp.gate_up.weight) and self.mixer_out is not None
-                            and isinstance(self.mixer_out.weight, gpu.QuantWeight))
         self.fixed_planned = True
 
     def weight_sources(self, prefix: str) -> dict[str, list[str]]:
@@ -124,16 +90,10 @@ class CausalLM:
 
             self.norm.fixed = x.is_cuda and gpu.QMV1F_HEAD and serves(self.lm_head.weight)
             self.fixed_planned = True
-        if ids.numel() == 1:  # every block's plan before the first runs: a down may defer the next block's norm
-            for layer in self.layers:
-                if isinstance(layer, DecoderBlock) and not layer.fixed_planned:
-                    layer.plan_fixed(x)
-        pending = None  # the last block's MLP output, added to x by the next norm (fused), or already (normed, h)
-        n = len(self.layers)
-        for i, layer in enumerate(self.layers):
+        pending = None  # the last block's MLP output, added to x by the next norm (fused)
+        for layer in self.layers:
             if isinstance(layer, DecoderBlock):
-                nxt = self.layers[i + 1] if i + 1 < n else None
-                x, pending = layer.deferred(x, pending, ctx, nxt if isinstance(nxt, DecoderBlock) else None)
+                x, pending = layer.deferred(x, pending, ctx)
             else:  # a wrapped block (engine.speculative.LayerTaps) takes and returns the whole residual stream
                 x = layer(x if pending is None else x + pending, ctx)
                 pending = None

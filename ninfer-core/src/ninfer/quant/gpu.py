@@ -117,12 +117,6 @@ QMV1X: set[int] = _bits_env("NINFER_QMV1X", "4")
 # output norm, the attention output gate) writes its output in the form (NINFER_QMV1F_OUT=0: from the bf16 row, qmv1).
 # The 27B W4A16 decode +0.4-0.5 % on an H100 (bench/RESULTS.md session 25; not run on the H200).
 QMV1F_OUT: bool = os.environ.get("NINFER_QMV1F_OUT", "1").lower() not in ("0", "false", "off", "")
-# The residual add and RMSNorm after the mixers' output projections and down ride in that GEMV (storing h = y + r and
-# each block's sum of h^2) and in the next one (each block normalising h and making its fixed-point form in shared
-# memory), with no launch of their own: qgemv.cu QMV_NORMIN, a bench build (-DQMV_NORMIN=1) with NINFER_QMV_NORMIN=1.
-QMV_NORMIN: bool = os.environ.get("NINFER_QMV_NORMIN", "0").lower() not in ("0", "false", "off", "")
-NORMIN_KMAX = 8192  # qgemv.cu QMV_NORM_KMAX
-NORMIN_PARTS = 512  # qgemv.cu 32 QMV_NORM_PARTS: the producer's blocks a consumer sums
 # 2..8 tokens (verify) through the same burst kernel's 8-token form qmv8_*; NINFER_QMV8=0 keeps them on qmma.
 QMV8: bool = os.environ.get("NINFER_QMV8", "1").lower() not in ("0", "false", "off")
 # 9..16 tokens through its 16-token form qmv16_* (NINFER_QMV16=1); off by default: the split form qmsk serves them.
@@ -435,84 +429,6 @@ def _fixed_form(x: torch.Tensor, w: QuantWeight):
     return f[0], f[1]
 
 
-NORM_IN_ATTR = "_ninfer_norm_in"  # a deferred normed row's (h, parts, norm weight, eps, zero-centred)
-
-
-def normin_on() -> bool:
-    """Whether the add-and-norm rides in the GEMVs around it (QMV_NORMIN with its build)."""
-    return QMV_NORMIN and "-DQMV_NORMIN=1" in BENCH_EXTRA
-
-
-def normin_serves(w) -> bool:
-    """Whether a GEMV by ``w`` takes a deferred normed row (the fixed-point kernels serve it, K a multiple of 128 up to
-    NORMIN_KMAX)."""
-    return (normin_on() and isinstance(w, QuantWeight) and w.qweight.is_cuda and fixed_kernels_serve(w)
-            and w.in_features % fixed.GROUP == 0 and w.in_features <= NORMIN_KMAX)
-
-
-def defer_norm(h: torch.Tensor, parts: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool):
-    """The normed row rms_norm(h) as a row not yet written: the next one-token GEMV (qmv1fn / qmv1sfn / qmv1gfn) makes
-    it from h, the producer's per-block sums of h^2 ``parts`` and the norm's weight, and stores it there; anything else
-    that takes it first writes it (``_norm_in``)."""
-    y = torch.empty_like(h)
-    setattr(y, NORM_IN_ATTR, (h, parts, weight, float(eps), bool(zero_centered)))
-    return y
-
-
-def _norm_in(x: torch.Tensor, w) -> tuple | None:
-    """(h, parts, weight, eps, zero-centred) where x is a deferred normed row that a GEMV by ``w`` normalises in its
-    blocks; where x is one but that GEMV cannot, x is written here (rms_norm(h)) and None returned; None for any other
-    row."""
-    d = getattr(x, NORM_IN_ATTR, None)
-    if d is None:
-        return None
-    delattr(x, NORM_IN_ATTR)
-    h, parts, weight, eps, zc = d
-    if (normin_serves(w) and x.shape == (1, w.in_features) and h.shape == x.shape and x.dtype in _SUFFIX
-            and parts.numel() <= NORMIN_PARTS
-            and weight.dtype == x.dtype and weight.is_contiguous() and w.perm is None):
-        return d
-    _write_norm(x, d)
-    return None
-
-
-def _write_norm(x: torch.Tensor, d: tuple) -> None:
-    """Write the deferred normed row x from its (h, parts, weight, eps, zero-centred), in torch ops (where no GEMV that
-    normalises it serves: not on the planned path)."""
-    h, _, weight, eps, zc = d
-    hf = h.float()
-    wf = weight.float() + 1 if zc else weight.float()
-    x.copy_((hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + eps) * wf).to(x.dtype))
-
-
-def quant_linear_add(x: torch.Tensor, w: QuantWeight, residual: torch.Tensor, bias: torch.Tensor | None = None):
-    """For one token: y = quant_linear(x, w, bias) and h = y + residual (both as the GEMV and add_rms_norm store
-    them) in one launch (qmv1fa / qmv1xa / qmv1a, as quant_linear picks qmv1f / qmv1x / qmv1), with each block's sum
-    of h^2 over its 16 rows in ``parts`` [tiles] float32, for the next GEMV's norm (defer_norm). Returns (y, h, parts),
-    or None where that launch does not serve (QMV_NORMIN off, more than one token, ...)."""
-    if not normin_on() or residual.dim() != 2 or residual.shape[0] != 1:
-        return None
-    k, n = w.in_features, w.scales.shape[0]
-    form = _one_token_form(x, w, True)
-    if (form is None or residual.shape != (1, n) or residual.dtype != x.dtype or residual.device != x.device
-            or not residual.is_contiguous() or (bias is not None and bias.dtype != x.dtype)):
-        return None
-    x2, sp, zp, tiles, warps, mod, sfx = form
-    y = torch.empty(1, n, dtype=x.dtype, device=x.device)
-    h = torch.empty_like(y)
-    parts = torch.empty(tiles, dtype=torch.float32, device=x.device)
-    tail = (residual, h, parts)
-    fx = _fixed_form(x, w)
-    if fx is not None:
-        mod["qmv1fa" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, fx[0], fx[1], bias, y, n, k, w.group_size,
-                            *tail)
-    elif QMV1F and w.bits in QMV1X and fixed_kernels_serve(w):
-        mod["qmv1xa" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, *tail)
-    else:
-        mod["qmv1a" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, x2, bias, y, n, k, w.group_size, *tail)
-    return y, h, parts
-
-
 def fixed_kernels_serve(w: QuantWeight) -> bool:
     """Whether the fixed-point kernels (qmv1f*, qmv1x) serve w (where the burst kernel does): int4, or int8 unless
     NINFER_QMV1F_INT8=0, tiled, no column permutation, groups of whole 128-k runs."""
@@ -549,19 +465,11 @@ def quant_linear_silu_mul(x: torch.Tensor, w: QuantWeight, fixed_out: bool = Fal
     attached in that form too (ninfer.quant.fixed), for the down projection, if its width is a multiple of 128 and
     NINFER_QMV1F_DOWN=1 (QMV1F_DOWN)."""
     k, n = w.in_features, w.scales.shape[0]
-    nin = _norm_in(x, w)
     form = None if n % 32 else _one_token_form(x, w, QMV1S)
     if form is None or 2 * form[4] > 16:  # QM_MAX_WARPS: the plain launch's warps a tile, twice
-        if nin is not None:
-            _write_norm(x, nin)  # the caller's ops read it
         return None
     x2, sp, zp, tiles, warps, mod, sfx = form
     y = torch.empty(*x.shape[:-1], n // 2, dtype=x.dtype, device=x.device)
-    if nin is not None:
-        h, parts, nw, eps, zc = nin
-        mod["qmv1sfn" + sfx]((tiles // 2,), (2 * warps * 32,), w.qweight, sp, zp, h, nw, parts, parts.numel(), eps,
-                             int(zc), x, y, n, k, w.group_size)
-        return y
     fx = _fixed_form(x, w)
     if fx is not None:
         h = n // 2
@@ -597,22 +505,13 @@ def quant_gdn_in_proj(x: torch.Tensor, w: QuantWeight, conv_weight: torch.Tensor
             or not A_log.is_contiguous() or not dt_bias.is_contiguous()
             or any(t.device != x.device for t in (w.qweight, conv_weight, conv_state, A_log, dt_bias))):
         return None
-    nin = _norm_in(x, w)
     form = _one_token_form(x, w, QMV1G)
     if form is None:
-        if nin is not None:
-            _write_norm(x, nin)  # the caller's ops read it
         return None
     x2, sp, zp, tiles, warps, mod, sfx = form
     y = torch.empty(1, conv_dim + z_dim, dtype=x.dtype, device=x.device)
     g = torch.empty(1, H, dtype=f32, device=x.device)
     beta = torch.empty(1, H, dtype=x.dtype, device=x.device)
-    if nin is not None:
-        h, parts, nw, eps, zc = nin
-        mod["qmv1gfn" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, h, nw, parts, parts.numel(), eps, int(zc), x,
-                             y, n, k, w.group_size, conv_weight, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim,
-                             H)
-        return y[:, :conv_dim], y[:, conv_dim:], g, beta
     fx = _fixed_form(x, w)
     if fx is not None:
         mod["qmv1gf" + sfx]((tiles,), (warps * 32,), w.qweight, sp, zp, fx[0], fx[1], y, n, k, w.group_size,
@@ -661,12 +560,6 @@ def _width(t: int) -> int:
 def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = None) -> torch.Tensor:
     """y = x @ dequant(W)^T (+ b). x: [..., K] fp16/bf16 on CUDA -> [..., N]."""
     k, n = w.in_features, w.scales.shape[0]
-    nin = _norm_in(x, w)
-    if nin is not None and not (x.is_cuda and x.numel() == k and w.packing == "tiles16" and QMV1
-                                and BENCH_SOURCE is None and (n, k, w.bits) not in CONFIG_OVERRIDE
-                                and qmv_covers(w, BENCH_EXTRA)):
-        _write_norm(x, nin)  # no qmv1fn launch below
-        nin = None
     if w.perm is not None:
         x = x.index_select(-1, w.perm)
     x2 = x.reshape(-1, k)  # [T, K]
@@ -697,12 +590,6 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
             if (n, k, w.bits) not in CONFIG_OVERRIDE:
                 warps = qmv_warps(kernel, tiles, k, w.bits, x.device)
             threads = (QMV_WARPS or warps) * 32
-            if nin is not None:  # (one token, the fixed-point kernels serve: _norm_in)
-                h, parts, nw, eps, zc = nin
-                _module(x.device, extra)["qmv1fn" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, h, nw, parts,
-                                                              parts.numel(), eps, int(zc), x2, bias, y, n, k,
-                                                              w.group_size)
-                return y.view(*x.shape[:-1], n)
             fx = _fixed_form(x, w) if t == 1 else None
             if fx is not None:  # the same warps a tile as qmv1 (and its SwiGLU / Gated DeltaNet forms)
                 _module(x.device, extra)["qmv1f" + name[4:]]((tiles,), (threads,), w.qweight, sp, zp, fx[0], fx[1],
@@ -745,5 +632,4 @@ def quant_linear(x: torch.Tensor, w: QuantWeight, bias: torch.Tensor | None = No
 
 quant_linear.with_silu_mul = quant_linear_silu_mul  # the SwiGLU layer's one-launch form (layers/mlp.py)
 quant_linear.with_gdn_in = quant_gdn_in_proj  # the Gated DeltaNet layer's (layers/gated_deltanet.py)
-quant_linear.with_add = quant_linear_add  # the decoder's, before a norm (layers/linear.py, NINFER_QMV_NORMIN=1)
 quant_gdn_in_proj.prepare = prepare  # run by that layer on the [in_proj | in_proj_ba] weight it makes, before capture

@@ -832,9 +832,6 @@ __device__ __forceinline__ void qmsk(const uint4 *__restrict__ Wp, const unsigne
 #ifndef QMV_FIXFETCH  // 1: qmv1f's bursts load one scale a 128-k run at a computed group, every load predicated on
 #define QMV_FIXFETCH 1  // b != warp, no branch in the loop (as bench/kernels/qmv_i8.cu); 0 (bench): qmv's fetch, behind
 #endif                  // branches on b and the group size (27B W4A16 decode 2-4 % slower, H200, RESULTS session 24)
-#ifndef QMV_FIX_M16  // 1: int4 one-token fixed-point products take the high nibbles (rows g + 8) as 16 u, masked, not
-#define QMV_FIX_M16 0  // shifted (4 SHF fewer a chunk), and divide those rows' integer sums by 16, exactly: same bits
-#endif
 #ifndef QMV_PERSIST  // 1 (bench): the one-token int4 forms (qmv1, qmv1s, qmv1g) as persistent blocks (qmvp below)
 #define QMV_PERSIST 0
 #endif
@@ -856,50 +853,6 @@ struct QmvStore {
     T *y;
     int N;
     __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
-};
-
-// QMV_NORMIN (1, bench build): the residual add and RMSNorm after a one-token GEMV ride in that GEMV and in the next
-// one, with no launch of their own and no count between blocks. The GEMV before the norm (qmv1a / qmv1fa / qmv1xa:
-// the mixers' output projections, down) stores y, h = y + r (both rounded to T, as add_rms_norm stores them) and its
-// block's sum of h^2 over its 16 rows (QmvStoreAdd); each block of the GEMV after it (qmv1fn / qmv1sfn / qmv1gfn: the
-// mixers' input projections, gate_up) sums those per-block parts in one fixed order (the same float in every block),
-// normalises h with the norm's weight and makes the token's fixed-point form in its shared memory (qmv_norm_form),
-// block 0 also storing the normed row. Only the sum's order differs from add_rms_norm's (the row's bits may differ by
-// a rounding where rs does).
-#ifndef QMV_NORMIN
-#define QMV_NORMIN 0
-#endif
-#ifndef QMV_NORM_RPRE  // 1: the producers copy their tile's residual values into shared memory as they start
-#define QMV_NORM_RPRE 0
-#endif
-#ifndef QMV_NORM_KMAX  // the widest row the consumers' shared form holds (2 K bytes and K / 16 of groups)
-#define QMV_NORM_KMAX 8192
-#endif
-template <typename T>
-struct QmvStoreAdd {
-    T *y;
-    int N;
-    const T *r;   // the residual [N]
-    T *h;         // y + r [N]
-    float *part;  // [tiles] each block's sum of h^2
-    __device__ __forceinline__ void operator()(int tok, int n, float v) const { y[(i64)tok * N + n] = from_f<T>(v); }
-    // row n's y (v before rounding) and residual *rn: stores y and h, returns h^2
-    __device__ __forceinline__ float add(int n, float v, const T *rn) const {  // rn: r[n] or its copy
-        const T yv = from_f<T>(v);
-        y[n] = yv;
-        const T hv = from_f<T>(to_f(yv) + to_f(*rn));
-        h[n] = hv;
-        const float a = to_f(hv);
-        return a * a;
-    }
-};
-template <typename E>
-struct QmvAdds {
-    static constexpr bool value = false;
-};
-template <typename T>
-struct QmvAdds<QmvStoreAdd<T>> {
-    static constexpr bool value = true;
 };
 
 // The scales (and zero points) of a one-token int4 burst b (chunks B b .. B b + B - 1, B a power of two): chunk u is in
@@ -1057,71 +1010,7 @@ struct QmvFixed {
     unsigned char *oq = nullptr;
     int2 *og = nullptr;
     int *ocnt = nullptr;
-    // NORMIN: the row h, the norm's weight, the producer's per-block parts, their count, eps, zero-centred, the normed
-    // row's storage (block 0 stores it; may be null)
-    const void *nh = nullptr;
-    const void *nw = nullptr;
-    const float *npart = nullptr;
-    int nparts = 0;
-    float eps = 0.f;
-    int zc = 0;
-    void *nout = nullptr;
 };
-
-// NORMIN's prologue (after the PDL wait): rs from the producer's parts (every warp sums them the same way: lane l the
-// parts l, l + 32, ... in turn, then a butterfly, which leaves the same float in every lane), the normed row as
-// add_rms_norm computes it (h rs w or h rs (1 + w), rounded to T), and its fixed-point form (fixed_group16, a half warp
-// a group of 128) into the block's shared nq / ng in the layout of the global form. Every load of the parts and of the
-// warp's first group of h and w is issued at once (one round trip to L2), each next group's before the current one's
-// form is made (nparts <= 32 QMV_NORM_PARTS).
-#ifndef QMV_NORM_PARTS
-#define QMV_NORM_PARTS 16
-#endif
-template <typename T>
-__device__ __forceinline__ void qmv_norm_form(const QmvFixed &fx, int K, unsigned char *nq, int2 *ng) {
-    const int lane = threadIdx.x % 32;
-    const T *h = static_cast<const T *>(fx.nh);
-    const T *w = static_cast<const T *>(fx.nw);
-    const int ngrp = K / 128, nw = blockDim.x / 32;
-    int g0 = 2 * (threadIdx.x / 32);  // warp-uniform: the shuffles take whole warps
-    int v = g0 * 16 + lane;           // values 8 v .. 8 v + 7 (group v >> 4)
-    uint4 hv = make_uint4(0, 0, 0, 0), wv = make_uint4(0, 0, 0, 0);
-    if (v < ngrp * 16) {
-        hv = __ldcg(reinterpret_cast<const uint4 *>(h) + v);
-        wv = __ldg(reinterpret_cast<const uint4 *>(w) + v);
-    }
-    float p[QMV_NORM_PARTS];
-#pragma unroll
-    for (int j = 0; j < QMV_NORM_PARTS; j++) p[j] = lane + 32 * j < fx.nparts ? __ldcg(fx.npart + lane + 32 * j) : 0.f;
-    float ss = 0.f;
-#pragma unroll
-    for (int j = 0; j < QMV_NORM_PARTS; j++) ss += p[j];
-#pragma unroll
-    for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
-    const float rs = rsqrtf(ss / (float)K + fx.eps);
-    T *out = blockIdx.x == 0 ? static_cast<T *>(fx.nout) : nullptr;
-    for (; g0 < ngrp; g0 += 2 * nw, v += 32 * nw) {
-        const bool valid = v < ngrp * 16;
-        float a[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-        if (valid) {
-            float gw[8];
-            unpack8<T>(hv, a);
-            unpack8<T>(wv, gw);
-#pragma unroll
-            for (int i = 0; i < 8; i++) a[i] = a[i] * rs * (fx.zc ? 1.f + gw[i] : gw[i]);
-            const uint4 yv = pack8<T>(a);
-            unpack8<T>(yv, a);  // the stored values
-            if (out != nullptr) reinterpret_cast<uint4 *>(out)[v] = yv;
-        }
-        const int vn = v + 32 * nw;  // the next group's loads in flight while this one's form is made
-        if (vn < ngrp * 16) {
-            hv = __ldcg(reinterpret_cast<const uint4 *>(h) + vn);
-            wv = __ldg(reinterpret_cast<const uint4 *>(w) + vn);
-        }
-        fixed_group16(a, v, valid, nq, ng, K);
-    }
-    __syncthreads();
-}
 
 __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
                                         unsigned b1) {
@@ -1131,7 +1020,7 @@ __device__ __forceinline__ void qm_imma(int (&d)[4], unsigned a0, unsigned a1, u
 }
 
 template <typename T, typename ST, int BITS, bool ZP, int NS, bool SILU = false, typename Epi = QmvStore<T>,
-          bool FIX = false, bool FROMX = false, bool NORMIN = false>
+          bool FIX = false, bool FROMX = false>
 __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned *__restrict__ Sp,
                                     const unsigned short *__restrict__ Zp, const T *__restrict__ x,
                                     const T *__restrict__ bias, T *__restrict__ y, int N, int K, int G, int ntok,
@@ -1206,26 +1095,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             if (b + p * warps < nburst) prefetch_l2(reinterpret_cast<const char *>(wb - lane + p * wstep) + lane * 128);
     }
     pdl_stream_enter();
-    static_assert(!NORMIN || (FIX && !FROMX), "NORMIN: the fixed-point forms that read a form");
-    __shared__ __align__(16) unsigned char nq_s[NORMIN ? 2 * QMV_NORM_KMAX : 16];
-    __shared__ int2 ng_s[NORMIN ? QMV_NORM_KMAX / 128 : 1];
-    if constexpr (NORMIN) qmv_norm_form<T>(fx, K, nq_s, ng_s);
-    // QMV_NORM_RPRE (NORMIN's producers): the tile's 16 residual values copied into shared memory as the loop starts
-    // (cp.async, lane 0 of warp 0, zero past N), so the tail does not wait on a load from L2
-    __shared__ __align__(16) T r_s[QmvAdds<Epi>::value && QMV_NORM_RPRE ? 16 : 8];
-    if constexpr (QmvAdds<Epi>::value && QMV_NORM_RPRE) {
-        if (threadIdx.x == 0) {
-#pragma unroll
-            for (int hlf = 0; hlf < 2; hlf++) {
-                const int n0 = tile * 16 + 8 * hlf;
-                const int bytes = max(0, min(8, N - n0)) * (int)sizeof(T);
-                const T *src = bytes > 0 ? epi.r + n0 : epi.r;
-                const unsigned dst = (unsigned)__cvta_generic_to_shared(r_s + 8 * hlf);
-                asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(bytes) : "memory");
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-    }
     float acc[SETS][4];  // D fragments: rows g, g + 8 x columns (tokens 8 s +) 2t, 2t + 1
     // The loop over this warp's bursts, its products in MT (the activations' T, or fp16 for X16 below).
     auto run = [&](auto tag) {
@@ -1327,9 +1196,8 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
         // (against qmv1's 8 PRMT, 8 fp16 subtractions, 2 HMMA and the activations' bf16 -> fp16 conversion).
         constexpr int GB = B / 4;  // 128-k groups a burst: one (the loop in this form compiles to the SASS measured)
         acc[0][0] = acc[0][2] = 0.f;
-        const uint4 *xb = FROMX ? nullptr : (NORMIN ? reinterpret_cast<const uint4 *>(nq_s) : fx.xq)
-                                            + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
-        const int2 *gb = FROMX ? nullptr : (NORMIN ? ng_s : fx.xg) + warp * GB;
+        const uint4 *xb = FROMX ? nullptr : fx.xq + (i64)(g & 1) * (K / 64) * 4 + t + warp * (B / 2) * 4;
+        const int2 *gb = FROMX ? nullptr : fx.xg + warp * GB;
         __shared__ __align__(16) unsigned xs8[FROMX ? QM_MAX_WARPS : 1][2][FROMX ? B * 16 : 1];  // 2 bursts' forms
         int par = 0;
         for (; b < nburst; b += warps, wb += wstep, xb += warps * (B / 2) * 4, gb += warps * GB, par ^= 1) {
@@ -1364,7 +1232,6 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 for (int h = 2 * q; h < 2 * q + 2; h++) {  // 64 k: chunks 2h (the form's words 0, 1), 2h + 1 (2, 3)
                     uint4 xv;
                     if (FROMX) xv = xf[h * 4];
-                    else if (NORMIN) xv = xb[h * 4];
                     else qm_load_x(xv, xb + h * 4, true);
                     const uint4 w0 = wc[2 * h], w1 = wc[2 * h + 1];
                     qm_imma(d, __byte_perm(w0.x, w0.y, 0x5140), __byte_perm(w0.x, w0.y, 0x7362),
@@ -1374,7 +1241,7 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 }
                 const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * (128 / B))),
                                                   __shfl_sync(~0u, rqs, q * (128 / B)))
-                                      : NORMIN ? gb[q] : __ldg(gb + q);
+                                      : __ldg(gb + q);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
                 const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
@@ -1385,9 +1252,8 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
     } else if constexpr (FIX) {
         acc[0][0] = acc[0][2] = 0.f;
         // this warp's activations and groups, stepped with its bursts: hi for even g (B's even columns), lo for odd
-        const uint4 *xb = FROMX ? nullptr : (NORMIN ? reinterpret_cast<const uint4 *>(nq_s) : fx.xq)
-                                            + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
-        const int2 *gb = FROMX ? nullptr : (NORMIN ? ng_s : fx.xg) + warp * (B / 2);
+        const uint4 *xb = FROMX ? nullptr : fx.xq + (i64)(g & 1) * nchunk * 4 + t + warp * B * 4;
+        const int2 *gb = FROMX ? nullptr : fx.xg + warp * (B / 2);
         __shared__ __align__(16) unsigned xs4[FROMX ? QM_MAX_WARPS : 1][2][FROMX ? B * 32 : 1];  // 2 bursts' forms
         int par = 0;
         for (; b < nburst; b += warps, wb += wstep, xb += warps * B * 4, gb += warps * (B / 2), par ^= 1) {
@@ -1423,25 +1289,17 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
                 for (int u = q; u < q + 2; u++) {
                     uint4 xv;
                     if (FROMX) xv = xf[u * 4];
-                    else if (NORMIN) xv = xb[u * 4];
                     else qm_load_x(xv, xb + u * 4, true);
                     const unsigned m = 0x0F0F0F0Fu;
                     const uint4 w = wc[u];
-                    if (QMV_FIX_M16) {  // rows g + 8 (the high nibbles) as 16 u, unshifted: d[2], d[3] 16 x theirs
-                        constexpr unsigned M = 0xF0F0F0F0u;
-                        qm_imma(d, w.x & m, w.x & M, w.y & m, w.y & M, xv.x, xv.y);
-                        qm_imma(d, w.z & m, w.z & M, w.w & m, w.w & M, xv.z, xv.w);
-                    } else {
-                        qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
-                        qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
-                    }
+                    qm_imma(d, w.x & m, (w.x >> 4) & m, w.y & m, (w.y >> 4) & m, xv.x, xv.y);
+                    qm_imma(d, w.z & m, (w.z >> 4) & m, w.w & m, (w.w >> 4) & m, xv.z, xv.w);
                 }
                 const int2 gx = FROMX ? make_int2(__float_as_int(__shfl_sync(~0u, rsx, q * 8)), __shfl_sync(~0u, rqs, q * 8))
-                                      : NORMIN ? gb[q / 2] : __ldg(gb + q / 2);
+                                      : __ldg(gb + q / 2);
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - (int)(zc[q] & 0xFFu) * gx.y;
-                const int v2 = (QMV_FIX_M16 ? (d[2] * 256 + d[3]) >> 4 : d[2] * 256 + d[3])  // exact: 16 x an int
-                               - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
+                const int v2 = d[2] * 256 + d[3] - (int)((zc[q] >> 8) & 0xFFu) * gx.y;
                 acc[0][0] = fmaf(qm_scale(sc[q] & 0xFFFFu, (const ST *)nullptr) * sx, (float)v0, acc[0][0]);
                 acc[0][2] = fmaf(qm_scale_hi(sc[q], (const ST *)nullptr) * sx, (float)v2, acc[0][2]);
             }
@@ -1518,35 +1376,18 @@ __device__ __forceinline__ void qmv(const uint4 *__restrict__ Wp, const unsigned
             }
     }
     if (ONE && t != 0) return;  // lane (g, 0) holds rows g, g + 8 of token 0
-    if constexpr (QmvAdds<Epi>::value) {  // QMV_NORMIN's producer: y, h and this block's sum of h^2 (lanes 0, 4, .., 28)
-        static_assert(ONE && !SILU, "one token, plain form");
-        if (QMV_NORM_RPRE) {  // lane 0's copies landed, and seen by the lanes that add
-            if (lane == 0) asm volatile("cp.async.wait_all;" ::: "memory");
-            __syncwarp(0x11111111u);
-        }
-        float ss = 0.f;
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int n = tile * 16 + g + 8 * r;
-            if (n < N) ss += epi.add(n, acc[0][2 * r] + (bias ? to_f(bias[n]) : 0.f), QMV_NORM_RPRE ? r_s + g + 8 * r : epi.r + n);
-        }
+    for (int r = 0; r < 2; r++) {
+        const int n = tile * 16 + g + 8 * r;
+        if (n >= N) continue;
+        const float bb = bias ? to_f(bias[n]) : 0.f;
 #pragma unroll
-        for (int o = 4; o < 32; o <<= 1) ss += __shfl_xor_sync(0x11111111u, ss, o);
-        if (lane == 0) epi.part[tile] = ss;
-    } else {
+        for (int s = 0; s < SETS; s++)
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            const int n = tile * 16 + g + 8 * r;
-            if (n >= N) continue;
-            const float bb = bias ? to_f(bias[n]) : 0.f;
-#pragma unroll
-            for (int s = 0; s < SETS; s++)
-#pragma unroll
-                for (int j = 0; j < (ONE ? 1 : 2); j++) {
-                    const int tok = 8 * s + 2 * t + j;
-                    if (tok < ntok) epi(tok, n, acc[s][2 * r + j] + bb);
-                }
-        }
+            for (int j = 0; j < (ONE ? 1 : 2); j++) {
+                const int tok = 8 * s + 2 * t + j;
+                if (tok < ntok) epi(tok, n, acc[s][2 * r + j] + bb);
+            }
     }
 }
 
@@ -1685,62 +1526,6 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
             ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh},   \
             ninfer::QmvFixed{xq, xg});                                                                      \
     }
-// QMV_NORMIN (bench build): the producers qmv1a / qmv1fa / qmv1xa (qmv1 / qmv1f / qmv1x storing y, h = y + r and a
-// block's sum of h^2 in part[block]) and the consumers qmv1fn / qmv1sfn / qmv1gfn (qmv1f / qmv1sf / qmv1gf making the
-// form of rms_norm(h) in each block from h, the norm's weight nw and the nparts parts; block 0 storing the normed row
-// in nout).
-#if QMV_NORMIN
-#define QMV1N_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                   \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1a_##S##_s##SS##_b##B##_##ZN(                   \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G, const T *r, T *h, float *part) {                                                      \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStoreAdd<T>>(Wp, Sp, Zp, x, b, y, N, K, G, 1,            \
-                                                                  ninfer::QmvStoreAdd<T>{y, N, r, h, part}); \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fa_##S##_s##SS##_b##B##_##ZN(                  \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const uint4 *xq, const int2 *xg,       \
-        const T *b, T *y, int N, int K, int G, const T *r, T *h, float *part) {                              \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStoreAdd<T>, true>(Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, \
-                                                                        ninfer::QmvStoreAdd<T>{y, N, r, h, part}, \
-                                                                        ninfer::QmvFixed{xq, xg});          \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1xa_##S##_s##SS##_b##B##_##ZN(                  \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, const T *b, T *y, int N,   \
-        int K, int G, const T *r, T *h, float *part) {                                                      \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStoreAdd<T>, true, true>(                             \
-            Wp, Sp, Zp, x, b, y, N, K, G, 1, ninfer::QmvStoreAdd<T>{y, N, r, h, part},                      \
-            ninfer::QmvFixed{nullptr, nullptr});                                                            \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1fn_##S##_s##SS##_b##B##_##ZN(                  \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *nh, const T *nw,              \
-        const float *npart, int nparts, float eps, int zc, T *nout, const T *b, T *y, int N, int K, int G) {  \
-        ninfer::QmvFixed fx{nullptr, nullptr};                                                              \
-        fx.nh = nh, fx.nw = nw, fx.npart = npart, fx.nparts = nparts, fx.eps = eps, fx.zc = zc, fx.nout = nout; \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::QmvStore<T>, true, false, true>(                         \
-            Wp, Sp, Zp, nullptr, b, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, fx);                          \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1sfn_##S##_s##SS##_b##B##_##ZN(                 \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *nh, const T *nw,              \
-        const float *npart, int nparts, float eps, int zc, T *nout, T *y, int N, int K, int G) {             \
-        ninfer::QmvFixed fx{nullptr, nullptr};                                                              \
-        fx.nh = nh, fx.nw = nw, fx.npart = npart, fx.nparts = nparts, fx.eps = eps, fx.zc = zc, fx.nout = nout; \
-        ninfer::qmv<T, ST, B, Z, 0, true, ninfer::QmvStore<T>, true, false, true>(                          \
-            Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, 1, ninfer::QmvStore<T>{y, N}, fx);                    \
-    }                                                                                                       \
-    extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1gfn_##S##_s##SS##_b##B##_##ZN(                 \
-        const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *nh, const T *nw,              \
-        const float *npart, int nparts, float eps, int zc, T *nout, T *y, int N, int K, int G,               \
-        const T *conv_w, float *conv_state, const float *A_log, const float *dt_bias, float *g, T *beta,       \
-        int conv_dim, int z_dim, int nh_) {                                                                 \
-        ninfer::QmvFixed fx{nullptr, nullptr};                                                              \
-        fx.nh = nh, fx.nw = nw, fx.npart = npart, fx.nparts = nparts, fx.eps = eps, fx.zc = zc, fx.nout = nout; \
-        ninfer::qmv<T, ST, B, Z, 0, false, ninfer::GdnInEpilogue<T>, true, false, true>(                    \
-            Wp, Sp, Zp, nullptr, nullptr, y, N, K, G, 1,                                                    \
-            ninfer::GdnInEpilogue<T>{y, conv_w, conv_state, A_log, dt_bias, g, beta, conv_dim, z_dim, nh_}, fx); \
-    }
-#else
-#define QMV1N_KERNEL(S, T, SS, ST, B, Z, ZN)
-#endif
 #define QMV1S_KERNEL(S, T, SS, ST, B, Z, ZN)                                                                 \
     extern "C" __global__ void __maxnreg__(QMV_MAXREG##B) qmv1s_##S##_s##SS##_b##B##_##ZN(                  \
         const uint4 *Wp, const unsigned *Sp, const unsigned short *Zp, const T *x, T *y, int N, int K, int G) { \
@@ -1769,9 +1554,7 @@ __device__ __forceinline__ void qdequant(const uint4 *__restrict__ Wp, const uns
     QMV1G_KERNEL(S, T, SS, ST, B, false, sym) QMV1G_KERNEL(S, T, SS, ST, B, true, zp)                          \
     QDEQ_KERNEL(S, T, SS, ST, B, false, sym) QDEQ_KERNEL(S, T, SS, ST, B, true, zp)
 #define QMV1F_B(S, T, B) QMV1F_KERNEL(S, T, f16, __half, B, false, sym) QMV1F_KERNEL(S, T, f16, __half, B, true, zp) \
-    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp) \
-    QMV1N_KERNEL(S, T, f16, __half, B, false, sym) QMV1N_KERNEL(S, T, f16, __half, B, true, zp)                      \
-    QMV1N_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1N_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp)
+    QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, false, sym) QMV1F_KERNEL(S, T, bf16, __nv_bfloat16, B, true, zp)
 #define QMV1_ALL(S, T) QMV1_ZP(S, T, f16, __half, 4) QMV1_ZP(S, T, bf16, __nv_bfloat16, 4) \
     QMV1_ZP(S, T, f16, __half, 8) QMV1_ZP(S, T, bf16, __nv_bfloat16, 8)                         \
     QMV1F_B(S, T, 4) QMV1F_B(S, T, 8)
