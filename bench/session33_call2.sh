@@ -1,6 +1,6 @@
 # Session 33, call 2: QMV_NORMIN again, its consumers' prologue issuing every load at once (the producer's parts, 16 a
 # lane, and the warp's first group of h and w: one round trip to L2, then each next group's loads before the current
-# group's form), where call 1's summed the parts one dependent load at a time (the 27B 13 % slower). Its GPU tests
+# group's form), where call 1's summed the parts one load after another (the 27B 12-13 % slower). Its GPU tests
 # first (call 1's failures were the tests' own: shapes the SwiGLU form does not take, and a logits-differ check that
 # need not hold); 27B W4A16 (int4 lm_head) and 8B W8A16 (int8); on an H200 also -DQMV_FIX_M16=1 (level on call 1's H100).
 # Also NORMIN with its producers copying their tile's residual into shared memory as they start (-DQMV_NORM_RPRE=1,
