@@ -1,0 +1,323 @@
+"""How fast can a decode step's weight stream go, launched as today's separate kernels or as one persistent kernel?
+
+Session 31 measured the 27B W4A16 decode's GEMV chain alone at 0.71 of the H200's copy bandwidth (226.6 tok/s with
+the norms, attention and the recurrence launching nothing), against the 0.85 the 240 tok/s goal needs with today's
+small ops. This benchmark asks what bounds the chain, with no GEMV work at all: it streams the bytes of every
+weight of one decode step, in the model's order and sizes (the 27B W4A16 g128 and 8B W8A16 g128 of bench/quant.py,
+int4 / int8 codes and fp16 group scales), each read once from memory and XORed, and times a CUDA graph of it:
+
+  kernels:                  one PDL kernel a GEMV, its grid today's tiles (16 rows a block), each block reading its
+                            rows' bytes (one load before the PDL wait, as the GEMVs do): today's launch structure.
+  kernels + small ops:      the same with a one-block PDL kernel that waits and exits where each norm, recurrence
+                            and attention kernel is launched today: the boundaries alone.
+  persistent:               one kernel, one block an SM, every GEMV's bytes split evenly over the blocks; a producer
+                            thread copies them into a ring of shared-memory stages (cp.async.bulk, mbarriers), running
+                            ahead across GEMV boundaries (weights depend on nothing), and 7 consumer warps read each
+                            stage. Where a GEMV needs the one before it, and at each small op, the consumers wait
+                            at a grid barrier (a count in global memory), as a persistent decode step must.
+  persistent + small ops:   the same, every block's consumers also held for S us at each small op (S = today's net
+                            cost of the small ops a step, session 31, over their launches: --small-us).
+  persistent, each GEMV's copies after its barrier: the producer starts a segment's copies only once its block
+                            has passed the segment's grid barrier (no running ahead), as a separate launch's loads
+                            come after its wait: the value of running ahead.
+  persistent, no barriers:  one segment: the ring's own ceiling.
+
+The persistent rows are an upper bound for such a design: real consumers do GEMV products, and the recurrence and
+attention need memory of their own. Needs a GPU with sm_90 (cp.async.bulk); 14 GB of GPU memory for the 27B.
+
+    python bench/chain_bound.py [--models 27B,8B] [--small-us 27B=2.25,8B=1.9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+STAGES, STAGE_BYTES, CONSUMERS = 12, 16384, 7
+
+SOURCE = r"""
+#include <ninfer/common.cuh>
+#define STAGES %(stages)d
+#define STAGE_BYTES %(stage_bytes)d
+#define CONSUMERS %(consumers)d
+
+// one separate GEMV-like launch: each block reads its per_block uint4s (one before the PDL wait, as the GEMVs do)
+extern "C" __global__ void __launch_bounds__(256) seg_stream(const uint4 *__restrict__ w, long long per_block,
+                                                             float *__restrict__ out) {
+    const uint4 *p = w + (long long)blockIdx.x * per_block;
+    uint4 first = __ldg(p + threadIdx.x);
+    ninfer::pdl_wait();
+    ninfer::pdl_trigger();
+    unsigned acc = first.x ^ first.y ^ first.z ^ first.w;
+    for (long long i = threadIdx.x + blockDim.x; i < per_block; i += blockDim.x * 4) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) v[u] = i + u * blockDim.x < per_block ? __ldg(p + i + u * blockDim.x) : first;
+#pragma unroll
+        for (int u = 0; u < 4; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (acc == 0x12345678u) out[blockIdx.x] = 1.f;  // keeps the loads
+}
+
+extern "C" __global__ void small_op(float *out) {  // a small op's launch with no work: wait, trigger, exit
+    ninfer::pdl_wait();
+    ninfer::pdl_trigger();
+    if (out[0] == 12345.f) out[1] = 0.f;
+}
+
+struct Seg {
+    long long off, share;  // the segment's first byte; each block's bytes (a multiple of 16)
+    long long spin;        // clock cycles every block's consumers wait before the segment (a small op's work)
+};
+
+__device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%%0], %%1;" ::"r"(s32(b)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mb_wait(unsigned long long *b, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                     : "=r"(done) : "r"(s32(b)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(unsigned long long *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" ::"r"(s32(b)) : "memory");
+}
+__device__ __forceinline__ void mb_expect(unsigned long long *b, unsigned tx) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" ::"r"(s32(b)), "r"(tx) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned n, unsigned long long *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
+                 ::"r"(s32(dst)), "l"(src), "r"(n), "r"(s32(b)) : "memory");
+}
+
+// the whole step in one launch: warp 0's lane 0 streams every segment's share into the ring, the other warps read
+// it; before each segment after the first, the consumers of every block meet at a grid barrier (count[s - 1])
+extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist(const unsigned char *__restrict__ w,
+        const Seg *__restrict__ segs, int nseg, unsigned *__restrict__ count, float *__restrict__ out, int ahead) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    __shared__ volatile int passed;  // the last segment whose grid barrier the consumers have passed
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    ninfer::pdl_wait();  // count's zeroing before this launch
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; i++) {
+            mb_init(&full[i], 1);
+            mb_init(&empty[i], CONSUMERS);
+        }
+        passed = 0;
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    int stage = 0;
+    unsigned phase = 0;
+    if (warp == 0) {
+        if (lane != 0) return;
+        for (int s = 0; s < nseg; s++) {
+            if (!ahead)  // no copy of segment s before its grid barrier, as separate launches load after their wait
+                while (passed < s) {
+                }
+            const long long share = segs[s].share;
+            const unsigned char *src = w + segs[s].off + (long long)blockIdx.x * share;
+            for (long long o = 0; o < share; o += STAGE_BYTES) {
+                const unsigned n = (unsigned)min((long long)STAGE_BYTES, share - o);
+                mb_wait(&empty[stage], phase ^ 1);  // the consumers have read this stage's last fill
+                mb_expect(&full[stage], n);
+                bulk_copy(ring + stage * STAGE_BYTES, src + o, n, &full[stage]);
+                if (++stage == STAGES) stage = 0, phase ^= 1;
+            }
+        }
+        return;
+    }
+    unsigned acc = 0;
+    const int t = threadIdx.x - 32;
+    for (int s = 0; s < nseg; s++) {
+        if (s > 0) {  // the grid barrier: every block has consumed segment s - 1
+            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+            if (t == 0) {
+                asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" ::"l"(count + s - 1) : "memory");
+                unsigned seen = 0;
+                while (seen < gridDim.x)
+                    asm volatile("ld.acquire.gpu.global.u32 %%0, [%%1];" : "=r"(seen) : "l"(count + s - 1) : "memory");
+                passed = s;
+            }
+            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+        }
+        if (segs[s].spin) {
+            const long long until = clock64() + segs[s].spin;
+            while (clock64() < until) {
+            }
+        }
+        const long long share = segs[s].share;
+        for (long long o = 0; o < share; o += STAGE_BYTES) {
+            const int n = (int)min((long long)STAGE_BYTES, share - o) / 16;
+            mb_wait(&full[stage], phase);
+            const uint4 *p = (const uint4 *)(ring + stage * STAGE_BYTES);
+            for (int i = t; i < n; i += CONSUMERS * 32) {
+                const uint4 v = p[i];
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+            __syncwarp();
+            if (lane == 0) mb_arrive(&empty[stage]);
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+        }
+    }
+    if (acc == 0x12345678u) out[blockIdx.x] = 1.f;
+}
+"""
+
+
+def gemv(rows: int, cols: int, bits: int, group: int = 128) -> tuple[int, int]:
+    """(bytes, tiles) of one grouped-int linear: codes and fp16 scales; one block a 16-row tile."""
+    return rows * cols * bits // 8 + rows * (cols // group) * 2, rows // 16
+
+
+def step_plan(model: str) -> list[tuple[str, int, int]]:
+    """One decode step in launch order: ("gemv", bytes, tiles) and ("small", 0, 0) for a norm / recurrence /
+    attention kernel (bench/quant.py's shapes; the 27B's attention in 3 launches: split, combine, RoPE + KV write)."""
+    plan = []
+    small = ("small", 0, 0)
+    if model == "27B":
+        h, inter, bits = 5120, 17408, 4
+        for layer in range(64):
+            plan.append(small)  # input norm
+            if layer % 4 == 3:  # full attention: q (with its gate), k, v; attention; o
+                plan += [("gemv", *gemv(2 * 24 * 256 + 2 * 4 * 256, h, bits)), small, small, small,
+                         ("gemv", *gemv(h, 24 * 256, bits))]
+            else:  # Gated DeltaNet: in_proj (q, k, v, z, b, a) with the conv and gates; the recurrence; out_proj
+                plan += [("gemv", *gemv(2 * 16 * 128 + 2 * 48 * 128 + 2 * 48, h, bits)), small,
+                         ("gemv", *gemv(h, 48 * 128, bits))]
+            plan += [small, ("gemv", *gemv(2 * inter, h, bits)), ("gemv", *gemv(h, inter, bits))]
+        plan += [small, ("gemv", *gemv(248320, h, 4))]
+    else:
+        h, inter, bits = 4096, 14336, 8
+        for _ in range(32):
+            plan += [small, ("gemv", *gemv(4096 + 2 * 1024, h, bits)), small, small, small,
+                     ("gemv", *gemv(h, 4096, bits)), small, ("gemv", *gemv(2 * inter, h, bits)),
+                     ("gemv", *gemv(h, inter, bits))]
+        plan += [small, ("gemv", *gemv(128256, h, 8))]
+    return plan
+
+
+def time_graph(fn, reps: int = 10) -> float:
+    """Median seconds of one replay of a CUDA graph of fn()."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            fn()
+    torch.cuda.synchronize()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
+    """Print the rows of one model's step."""
+    ring = STAGES * STAGE_BYTES
+    plan = step_plan(model)
+    gemvs = [(b, t) for kind, b, t in plan if kind == "gemv"]
+    total = sum(b for b, _ in gemvs)
+    buf = torch.empty(total + 4096, dtype=torch.uint8, device=dev)
+    buf[: total // 4 * 4].view(torch.int32).random_()
+    out = torch.zeros(max(t for _, t in gemvs) + 2, device=dev)
+    offs, o = [], 0
+    for b, _ in gemvs:
+        offs.append(o)
+        o += b
+    n_small = sum(kind == "small" for kind, _, _ in plan)
+    print(f"\n{model}: {len(gemvs)} GEMVs, {total / 1e9:.2f} GB a step ({total / bw * 1e6:.0f} us at copy "
+          f"bandwidth, {bw / total:.1f} tok/s); {n_small} small-op launches", flush=True)
+
+    def kernels(with_small: bool):
+        def run():
+            k = 0
+            for kind, b, t in plan:
+                if kind == "small":
+                    if with_small:
+                        mod["small_op"]((1,), (32,), out)
+                    continue
+                mod["seg_stream"]((t,), (256,), buf[offs[k]:], ctypes.c_longlong(b // t // 16), out)
+                k += 1
+        return run
+
+    def persistent(barriers: bool, spin: float, ahead: bool = True):
+        if not barriers:
+            segs = [(0, total // sms // 16 * 16, 0)]
+        else:
+            segs, k, cycles = [], 0, int(spin * 1e3 * clock_ghz)
+            for kind, b, _ in plan:
+                if kind == "small":
+                    segs.append((0, 0, cycles))
+                    continue
+                segs.append((offs[k], b // sms // 16 * 16, 0))
+                k += 1
+        table = torch.tensor(segs, dtype=torch.int64, device=dev)
+        count = torch.zeros(len(segs), dtype=torch.int32, device=dev)
+
+        def run():
+            count.zero_()
+            mod["persist"]((sms,), (32 * (CONSUMERS + 1),), buf, table, len(segs), count, out, int(ahead), smem=ring)
+        return run, sum(s[1] for s in segs) * sms, len(segs)
+
+    rows = [("kernels (today's launches, GEMVs only)", kernels(False), total),
+            ("kernels + small ops (a one-block launch at each)", kernels(True), total)]
+    run, streamed, n = persistent(True, 0.0)
+    rows.append((f"persistent ({n - 1} grid barriers)", run, streamed))
+    run, streamed, n = persistent(True, spin_us)
+    rows.append((f"persistent + small ops ({spin_us} us each)", run, streamed))
+    run, streamed, n = persistent(True, 0.0, ahead=False)
+    rows.append(("persistent, each GEMV's copies after its barrier", run, streamed))
+    run, streamed, _ = persistent(False, 0.0)
+    rows.append(("persistent, no barriers", run, streamed))
+    for name, fn, nbytes in rows:
+        t = time_graph(fn)
+        print(f"| {model} | {name} | {t * 1e6:.0f} us | {1 / t:.1f} tok/s | {nbytes / t / 1e12:.2f} TB/s "
+              f"({nbytes / t / bw:.3f} of copy) |", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="27B,8B")
+    ap.add_argument("--small-us", default="27B=2.25,8B=1.9",
+                    help="us each small op holds every block in the 'persistent + small ops' row")
+    args = ap.parse_args()
+    import decode as dec
+
+    from ninfer.kernels.launch import Module
+    from ninfer.kernels.nvrtc import compile_cubin
+
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    sms = props.multi_processor_count
+    bw = dec.copy_bandwidth()
+    print(f"GPU: {props.name}, {sms} SMs, copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
+    src = SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS)
+    cubin, _ = compile_cubin(src, "chain_bound", "sm_90")
+    mod = Module(cubin, dev.index or 0, "chain_bound", pdl_arch="sm_90")
+    mod["persist"].set_max_dynamic_smem(STAGES * STAGE_BYTES)
+    small_us = dict(kv.split("=") for kv in args.small_us.split(","))
+    clock_ghz = props.clock_rate / 1e6 if getattr(props, "clock_rate", 0) else 1.98  # kHz; the spins' clock
+    print(f"small ops' spin counted at {clock_ghz:.2f} GHz", flush=True)
+    for model in args.models.split(","):
+        bench_model(model, mod, dev, sms, bw, clock_ghz, float(small_us.get(model, 0)))
+
+
+if __name__ == "__main__":
+    main()
