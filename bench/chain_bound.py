@@ -39,7 +39,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-STAGES, STAGE_BYTES, CONSUMERS = 12, 16384, 7
+# the persistent kernel's ring: NINFER_CB_RING="<stages>x<bytes a stage>" (default 12 x 16 KB, 192 KB an SM)
+STAGES, STAGE_BYTES = (int(v) for v in os.environ.get("NINFER_CB_RING", "12x16384").split("x"))
+CONSUMERS = 7
 
 SOURCE = r"""
 #include <ninfer/common.cuh>
@@ -314,7 +316,8 @@ def main():
     mod["persist"].set_max_dynamic_smem(STAGES * STAGE_BYTES)
     small_us = dict(kv.split("=") for kv in args.small_us.split(","))
     clock_ghz = props.clock_rate / 1e6 if getattr(props, "clock_rate", 0) else 1.98  # kHz; the spins' clock
-    print(f"small ops' spin counted at {clock_ghz:.2f} GHz", flush=True)
+    print(f"small ops' spin counted at {clock_ghz:.2f} GHz; the persistent kernel's ring {STAGES} x {STAGE_BYTES} "
+          "bytes", flush=True)
     for model in args.models.split(","):
         bench_model(model, mod, dev, sms, bw, clock_ghz, float(small_us.get(model, 0)))
 
