@@ -18,6 +18,7 @@ GEMV's ramp.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
 import time
@@ -77,7 +78,7 @@ def main():
     nw = (torch.rand(5120, device=dev) * 0.1).bfloat16()
 
     def stream(i):
-        mod["stream_chunks"]((blocks,), (256,), bufs[i % copies], chunk, out)
+        mod["stream_chunks"]((blocks,), (256,), bufs[i % copies], ctypes.c_longlong(chunk), out)
 
     def empty():
         mod["empty_kernel"]((1,), (32,), out)
