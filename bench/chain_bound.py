@@ -22,8 +22,9 @@ int4 / int8 codes and fp16 group scales), each read once from memory and XORed, 
                             come after its wait: the value of running ahead.
   persistent, no barriers:  one segment: the ring's own ceiling.
 
-The persistent rows are an upper bound for such a design: real consumers do GEMV products, and the recurrence and
-attention need memory of their own. Needs a GPU with sm_90 (cp.async.bulk); 14 GB of GPU memory for the 27B.
+The persistent rows bound this form from above: real consumers do GEMV products, and the recurrence and attention
+need memory of their own. (Session 34, on an H100: the separate launches streamed at 0.915 of copy bandwidth for the
+27B, and this persistent form, its 12 x 16 KB ring and one grid barrier a GEMV and small op, was slower: bench/RESULTS.md.) Needs a GPU with sm_90 (cp.async.bulk); 14 GB of GPU memory for the 27B.
 
     python bench/chain_bound.py [--models 27B,8B] [--small-us 27B=2.25,8B=1.9]
 """
