@@ -39,6 +39,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import graph_us  # noqa: E402
 
 # the persistent kernel's ring: NINFER_CB_RING="<stages>x<bytes a stage>" (default 12 x 16 KB, 192 KB an SM)
 STAGES, STAGE_BYTES = (int(v) for v in os.environ.get("NINFER_CB_RING", "12x16384").split("x"))
@@ -185,29 +186,6 @@ def step_plan(model: str) -> list[tuple[str, int, int]]:
     return plan
 
 
-def time_graph(fn, reps: int = 10) -> float:
-    """Median seconds of one replay of a CUDA graph of fn()."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            fn()
-    torch.cuda.synchronize()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / 1e3)
-    return sorted(times)[len(times) // 2]
-
-
 def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
     """Print the rows of one model's step."""
     ring = STAGES * STAGE_BYTES
@@ -267,7 +245,7 @@ def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
     run, streamed, _ = persistent(False, 0.0)
     rows.append(("persistent, no barriers", run, streamed))
     for name, fn, nbytes in rows:
-        t = time_graph(fn)
+        t = graph_us(lambda i, fn=fn: fn(), inner=1, reps=10, drop=1) / 1e6
         print(f"| {model} | {name} | {t * 1e6:.0f} us | {1 / t:.1f} tok/s | {nbytes / t / 1e12:.2f} TB/s "
               f"({nbytes / t / bw:.3f} of copy) |", flush=True)
 

@@ -3,7 +3,8 @@
 # bench/chain_bound.py: the decode step's weight stream with no GEMV work, as today's separate PDL launches and as one
 # persistent kernel (a cp.async.bulk ring in shared memory running ahead of grid barriers), for the 27B W4A16 and the
 # 8B W8A16: what bounds the chain, and whether a persistent step could reach the goals' bandwidth.
-# Run it at commit 4040650 (session 33's call 2 code) with bench/chain_bound.py from main added.
+# Run it at commit 4040650 (session 33's call 2 code) with bench/chain_bound.py of 011bead added (main's times
+# its graph through bench/timing.py and takes its separate launches' kernels from bench/pdl_handoff.py: the same kernels).
 # Kernels: bash bench/precompile_sm90.sh .kc_s34 and
 # bash bench/precompile_quant_variants.sh .kc_s34 ";-DQMV_NORMIN=1;-DQMV_NORMIN=1 -DQMV_NORM_RPRE=1;-DQMV_FIX_M16=1".
 source bench/device_env.sh
