@@ -67,6 +67,13 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// NINFER_W_EARLY (default 1): the small decode ops (add_rms_norm, rope_write_kv's head norms, gdn_recurrent_gated's
+// output norm) load their weights, which no kernel writes, before their PDL wait, so that only the previous kernel's
+// outputs are fetched after it. 0 (a bench build): after the wait, as before session 35.
+#ifndef NINFER_W_EARLY
+#define NINFER_W_EARLY 1
+#endif
+
 // The entry of a kernel that touches nothing before waiting: wait, then let the next kernel launch. The next
 // kernel's blocks are then resident and waiting when this one completes (a GEMV's blocks ask L2 for their
 // first weights meanwhile). NINFER_PDL_EARLY_TRIGGER (measurements only: bench/decode.py --pdl early) triggers

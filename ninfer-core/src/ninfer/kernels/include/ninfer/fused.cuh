@@ -18,6 +18,9 @@ namespace ninfer {
 // xq / xg (not null: one row, H % 128 == 0, the row in registers): y as well in the 16-bit fixed point of the quantised
 // one-token GEMV (fixed_point.cuh; 16 threads a group of 128 here), from the stored (rounded) y, so the GEMV sees the
 // values the model stores.
+//
+// The kernel's PDL wait (pdl_enter) is made here: in the one-pass form after the norm weight's loads are issued
+// (NINFER_W_EARLY, common.cuh), so only x and r are fetched after the wait.
 template <typename T, bool ZERO_CENTRED>
 __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *__restrict__ r,
                                              const T *__restrict__ w, T *__restrict__ y, T *__restrict__ h,
@@ -34,13 +37,21 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
     uint4 *yr = reinterpret_cast<uint4 *>(y + off);
     if (NORM_ONE_PASS && HV <= NV * (int)blockDim.x) {  // block-uniform
         uint4 xv[NV], rv[NV], wv[NV];
+        if (NINFER_W_EARLY) {
+#pragma unroll
+            for (int j = 0; j < NV; j++) {
+                const int v = threadIdx.x + j * blockDim.x;
+                if (v < HV) wv[j] = __ldg(wr + v);
+            }
+        }
+        pdl_enter();
 #pragma unroll
         for (int j = 0; j < NV; j++) {
             const int v = threadIdx.x + j * blockDim.x;
             if (v < HV) {
                 xv[j] = xr[v];
                 rv[j] = rr[v];
-                wv[j] = wr[v];
+                if (!NINFER_W_EARLY) wv[j] = wr[v];
             }
         }
         float ss = 0.f;
@@ -80,6 +91,7 @@ __device__ __forceinline__ void add_rms_norm(const T *__restrict__ x, const T *_
         }
         return;
     }
+    pdl_enter();
     float ss = 0.f;
     for (int v = threadIdx.x; v < HV; v += blockDim.x) {
         float a[8], b[8];
@@ -121,11 +133,14 @@ __device__ __forceinline__ void rope_write_kv(const T *__restrict__ q, const T *
     const bool is_q = h < Hq;
     const int hk = h - Hq;
     const T *src = is_q ? q + (i64)t * q_ts + (i64)h * q_hs : k + (i64)t * k_ts + (i64)hk * D;
-    float xv = to_f(src[d]);
     const T *nw = is_q ? qn : kn;
+    float gw = 0.f;  // the head norm's weight (NINFER_W_EARLY: before the PDL wait)
+    if (NINFER_W_EARLY && nw != nullptr) gw = to_f(__ldg(nw + d));
+    pdl_enter();
+    float xv = to_f(src[d]);
     if (nw != nullptr) {  // block-uniform: every thread reaches the reduction
         const float ss = row_sum(xv * xv, scratch);
-        const float g = to_f(nw[d]);
+        const float g = NINFER_W_EARLY ? gw : to_f(nw[d]);
         xv = to_f(from_f<T>(xv * rsqrtf(ss / (float)D + eps) * (zero_centred ? 1.f + g : g)));
     }
     s_x[d] = xv;
@@ -272,20 +287,17 @@ __device__ __forceinline__ void gemv_silu2(const T *__restrict__ W, const T *__r
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
                          int2 *xg) {                                                                    \
-        ninfer::pdl_enter();                                                                            \
-        ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps, xq, xg);                                  \
+        ninfer::add_rms_norm<T, false>(x, r, w, y, h, H, eps, xq, xg); /* its own PDL wait */           \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(1024)                                                  \
         add_rms_norm_zc_##S(const T *x, const T *r, const T *w, T *y, T *h, int H, float eps, unsigned char *xq, \
                             int2 *xg) {                                                                 \
-        ninfer::pdl_enter();                                                                            \
-        ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps, xq, xg);                                   \
+        ninfer::add_rms_norm<T, true>(x, r, w, y, h, H, eps, xq, xg); /* its own PDL wait */            \
     }                                                                                                   \
     extern "C" __global__ void rope_write_kv_##S(                                                       \
         const T *q, const T *k, const T *v, const T *qn, const T *kn, const long long *pos, const float *cs, \
         T *qo, T *kc, T *vc, const long long *slots, int Hq, int Hk, int D, int rd, int q_ts, int q_hs,  \
         int k_ts, int v_ts, float eps, int zc) {                                                        \
-        ninfer::pdl_enter();                                                                             \
         ninfer::rope_write_kv<T>(q, k, v, qn, kn, pos, cs, qo, kc, vc, slots, Hq, Hk, D, rd, q_ts, q_hs, \
                                  k_ts, v_ts, eps, zc);                                                  \
     }                                                                                                   \

@@ -51,10 +51,10 @@
         float norm_eps, unsigned char *xq, int2 *xg) {                                                  \
         if (NINFER_GDN_STATE_L2 && state_in != nullptr) /* the head's state into L2, a line a thread */ \
             ninfer::prefetch_l2(state_in + ((long long)blockIdx.x * 128 * 128 + threadIdx.x * 32));             \
-        ninfer::pdl_enter();                                                                            \
         ninfer::gdn_recurrent_gated<T, 128, 128>(q, k, v, g, beta, state_in, z, norm_w, out, state_out,  \
                                                  states, ntok, H, Hk, q_stride, k_stride, v_stride,     \
-                                                 g_stride, b_stride, z_stride, scale, eps, norm_eps, xq, xg); \
+                                                 g_stride, b_stride, z_stride, scale, eps, norm_eps, xq, xg, \
+                                                 true); /* its own PDL wait, after the norm weight's loads */ \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(128) causal_conv1d_prefill_##S##_k4(                   \
         const T *x, const T *w, const T *bias, const float *state_in, T *y, float *state_out, int ntok, \
