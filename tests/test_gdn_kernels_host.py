@@ -50,7 +50,9 @@ inline float to_f(float x) { return x; }
 template <typename T> T from_f(float);
 template <> inline float from_f<float>(float x) { return x; }
 inline float warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(~0u, v, o); return v; }
+inline void pdl_enter() {}  // the PDL wait: nothing runs before a host launch
 }
+#define NINFER_W_EARLY 1  // common.cuh's default
 // gdn_chunked_mma.cuh: float2, bit casts, a host bf16, and the device instructions (mma_tf32 in the driver)
 #include <cstring>
 struct alignas(8) float2 { float x, y; };

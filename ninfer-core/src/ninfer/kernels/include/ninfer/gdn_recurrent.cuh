@@ -201,7 +201,7 @@ __device__ __forceinline__ void gdn_recurrent_gated(
     float wn[VEC];  // the norm's weights of this lane's columns (NINFER_W_EARLY: before the PDL wait)
     if (NINFER_W_EARLY) {
 #pragma unroll
-        for (int c = 0; c < VEC; c++) wn[c] = to_f(__ldg(norm_w + col + c));
+        for (int c = 0; c < VEC; c++) wn[c] = to_f(norm_w[col + c]);
     }
     if (wait) pdl_enter();
     float s[R][VEC];  // S[warp + NW m][col + c]
