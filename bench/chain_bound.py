@@ -21,6 +21,11 @@ int4 / int8 codes and fp16 group scales), each read once from memory and XORed, 
                             has passed the segment's grid barrier (no running ahead), as a separate launch's loads
                             come after its wait: the value of running ahead.
   persistent, no barriers:  one segment: the ring's own ceiling.
+  persistent, units taken as they free (+ small ops / no barriers): the same three with each GEMV's bytes dealt in
+                            units of U bytes (NINFER_CB_UNIT, default 64 KB) that each block's producer takes from a
+                            count in global memory whenever its ring has room, instead of an even share a block: an
+                            SM that streams faster takes more units, so a barrier waits only for the segment's last
+                            units, not for the slowest SM's share (session 35: a reading of the even split's loss).
 
 The persistent rows bound this form from above: real consumers do GEMV products, and the recurrence and attention
 need memory of their own. (Session 34, on an H100: the separate launches streamed at 0.915 of copy bandwidth for the
@@ -43,6 +48,7 @@ from timing import graph_us  # noqa: E402
 
 # the persistent kernel's ring: NINFER_CB_RING="<stages>x<bytes a stage>" (default 12 x 16 KB, 192 KB an SM)
 STAGES, STAGE_BYTES = (int(v) for v in os.environ.get("NINFER_CB_RING", "12x16384").split("x"))
+UNIT = int(os.environ.get("NINFER_CB_UNIT", "65536"))  # bytes a unit of the dynamic rows (a multiple of the stage)
 CONSUMERS = 7
 
 # the separate launches are bench/pdl_handoff.py's kernels: stream_chunks (a GEMV-like read, one load before the PDL
@@ -51,6 +57,7 @@ SOURCE = r"""
 #define STAGES %(stages)d
 #define STAGE_BYTES %(stage_bytes)d
 #define CONSUMERS %(consumers)d
+#define UNIT %(unit)dLL
 
 struct Seg {
     long long off, share;  // the segment's first byte; each block's bytes (a multiple of 16)
@@ -151,6 +158,86 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist(co
     }
     if (acc == 0x12345678u) out[blockIdx.x] = 1.f;
 }
+
+// persist with each segment's bytes (share = the segment's total here) dealt in units of UNIT bytes: the producer
+// takes the next unit of segment s from grab[s] whenever it has room, copies it stage by stage (st_n: the stage's
+// bytes), and ends its part of the segment with a stage of no bytes (st_n = -1); the consumers read stages until that
+// one. The grid barrier before segment s is persist's: every block has read its part of segment s - 1.
+extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dyn(const unsigned char *__restrict__ w,
+        const Seg *__restrict__ segs, int nseg, unsigned *__restrict__ count, unsigned *__restrict__ grab,
+        float *__restrict__ out) {
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    __shared__ int st_n[STAGES];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    ninfer::pdl_wait();  // count's and grab's zeroing before this launch
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; i++) {
+            mb_init(&full[i], 1);
+            mb_init(&empty[i], CONSUMERS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    int stage = 0;
+    unsigned phase = 0;
+    if (warp == 0) {
+        if (lane != 0) return;
+        for (int s = 0; s < nseg; s++) {
+            const long long bytes = segs[s].share, units = (bytes + UNIT - 1) / UNIT;
+            const unsigned char *src = w + segs[s].off;
+            for (long long u = units ? atomicAdd(grab + s, 1u) : 0; u < units; u = atomicAdd(grab + s, 1u)) {
+                const long long end = min(bytes, (u + 1) * UNIT);
+                for (long long o = u * UNIT; o < end; o += STAGE_BYTES) {
+                    const unsigned n = (unsigned)min((long long)STAGE_BYTES, end - o);
+                    mb_wait(&empty[stage], phase ^ 1);
+                    st_n[stage] = (int)n;
+                    mb_expect(&full[stage], n);
+                    bulk_copy(ring + stage * STAGE_BYTES, src + o, n, &full[stage]);
+                    if (++stage == STAGES) stage = 0, phase ^= 1;
+                }
+            }
+            mb_wait(&empty[stage], phase ^ 1);  // this block's part of segment s is all in the ring
+            st_n[stage] = -1;
+            mb_arrive(&full[stage]);
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+        }
+        return;
+    }
+    unsigned acc = 0;
+    const int t = threadIdx.x - 32;
+    for (int s = 0; s < nseg; s++) {
+        if (s > 0) {
+            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+            if (t == 0) {
+                asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" ::"l"(count + s - 1) : "memory");
+                unsigned seen = 0;
+                while (seen < gridDim.x)
+                    asm volatile("ld.acquire.gpu.global.u32 %%0, [%%1];" : "=r"(seen) : "l"(count + s - 1) : "memory");
+            }
+            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+        }
+        if (segs[s].spin) {
+            const long long until = clock64() + segs[s].spin;
+            while (clock64() < until) {
+            }
+        }
+        for (;;) {
+            mb_wait(&full[stage], phase);
+            const int n = st_n[stage];
+            const uint4 *p = (const uint4 *)(ring + stage * STAGE_BYTES);
+            for (int i = t; i < n / 16; i += CONSUMERS * 32) {
+                const uint4 v = p[i];
+                acc ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+            __syncwarp();
+            if (lane == 0) mb_arrive(&empty[stage]);
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+            if (n < 0) break;
+        }
+    }
+    if (acc == 0x12345678u) out[blockIdx.x] = 1.f;
+}
 """
 
 
@@ -234,6 +321,26 @@ def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
             mod["persist"]((sms,), (32 * (CONSUMERS + 1),), buf, table, len(segs), count, out, int(ahead), smem=ring)
         return run, sum(s[1] for s in segs) * sms, len(segs)
 
+    def dynamic(barriers: bool, spin: float):
+        if not barriers:
+            segs = [(0, total // 16 * 16, 0)]
+        else:
+            segs, k, cycles = [], 0, int(spin * 1e3 * clock_ghz)
+            for kind, b, _ in plan:
+                if kind == "small":
+                    segs.append((0, 0, cycles))
+                    continue
+                segs.append((offs[k], b // 16 * 16, 0))
+                k += 1
+        table = torch.tensor(segs, dtype=torch.int64, device=dev)
+        count = torch.zeros(2 * len(segs), dtype=torch.int32, device=dev)  # the barriers' counts, then grab
+
+        def run():
+            count.zero_()
+            mod["persist_dyn"]((sms,), (32 * (CONSUMERS + 1),), buf, table, len(segs), count, count[len(segs):],
+                               out, smem=ring)
+        return run, sum(s[1] for s in segs), len(segs)
+
     rows = [("kernels (today's launches, GEMVs only)", kernels(False), total),
             ("kernels + small ops (a one-block launch at each)", kernels(True), total)]
     run, streamed, n = persistent(True, 0.0)
@@ -244,6 +351,12 @@ def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
     rows.append(("persistent, each GEMV's copies after its barrier", run, streamed))
     run, streamed, _ = persistent(False, 0.0)
     rows.append(("persistent, no barriers", run, streamed))
+    run, streamed, n = dynamic(True, 0.0)
+    rows.append((f"persistent, {UNIT // 1024} KB units taken as they free ({n - 1} grid barriers)", run, streamed))
+    run, streamed, n = dynamic(True, spin_us)
+    rows.append((f"the same + small ops ({spin_us} us each)", run, streamed))
+    run, streamed, _ = dynamic(False, 0.0)
+    rows.append(("the same, no barriers", run, streamed))
     for name, fn, nbytes in rows:
         t = graph_us(lambda i, fn=fn: fn(), inner=1, reps=10, drop=1) / 1e6
         print(f"| {model} | {name} | {t * 1e6:.0f} us | {1 / t:.1f} tok/s | {nbytes / t / 1e12:.2f} TB/s "
@@ -268,10 +381,11 @@ def main():
     print(f"GPU: {props.name}, {sms} SMs, copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     from pdl_handoff import SOURCE as HANDOFF
 
-    src = HANDOFF + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS)
+    src = HANDOFF + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT)
     cubin, _ = compile_cubin(src, "chain_bound", "sm_90")
     mod = Module(cubin, dev.index or 0, "chain_bound", pdl_arch="sm_90")
     mod["persist"].set_max_dynamic_smem(STAGES * STAGE_BYTES)
+    mod["persist_dyn"].set_max_dynamic_smem(STAGES * STAGE_BYTES)
     small_us = dict(kv.split("=") for kv in args.small_us.split(","))
     clock_ghz = props.clock_rate / 1e6 if getattr(props, "clock_rate", 0) else 1.98  # kHz; the spins' clock
     print(f"small ops' spin counted at {clock_ghz:.2f} GHz; the persistent kernel's ring {STAGES} x {STAGE_BYTES} "
