@@ -26,6 +26,9 @@ int4 / int8 codes and fp16 group scales), each read once from memory and XORed, 
                             count in global memory whenever its ring has room, instead of an even share a block: an
                             SM that streams faster takes more units, so a barrier waits only for the segment's last
                             units, not for the slowest SM's share (session 35: a reading of the even split's loss).
+                            NINFER_CB_WORK=c: each consumer warp then waits c clock cycles a stage it read, a stand-in
+                            for the GEMV's products (after it frees the slot, so the ring keeps streaming);
+                            NINFER_CB_CONSUMERS: consumer warps a block (default 7).
 
 The persistent rows bound this form from above: real consumers do GEMV products, and the recurrence and attention
 need memory of their own. (Session 34, on an H100: the separate launches streamed at 0.915 of copy bandwidth for the
@@ -49,7 +52,8 @@ from timing import graph_us  # noqa: E402
 # the persistent kernel's ring: NINFER_CB_RING="<stages>x<bytes a stage>" (default 12 x 16 KB, 192 KB an SM)
 STAGES, STAGE_BYTES = (int(v) for v in os.environ.get("NINFER_CB_RING", "12x16384").split("x"))
 UNIT = int(os.environ.get("NINFER_CB_UNIT", "65536"))  # bytes a unit of the dynamic rows (a multiple of the stage)
-CONSUMERS = 7
+CONSUMERS = int(os.environ.get("NINFER_CB_CONSUMERS", "7"))  # consumer warps a block of the persistent kernels
+WORK = int(os.environ.get("NINFER_CB_WORK", "0"))  # clock cycles each consumer warp spins a stage it read (dynamic rows)
 
 # the separate launches are bench/pdl_handoff.py's kernels: stream_chunks (a GEMV-like read, one load before the PDL
 # wait) and empty_kernel (a small op's launch with no work: wait, trigger, exit)
@@ -58,6 +62,7 @@ SOURCE = r"""
 #define STAGE_BYTES %(stage_bytes)d
 #define CONSUMERS %(consumers)d
 #define UNIT %(unit)dLL
+#define WORK %(work)dLL
 
 struct Seg {
     long long off, share;  // the segment's first byte; each block's bytes (a multiple of 16)
@@ -234,6 +239,11 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
             if (lane == 0) mb_arrive(&empty[stage]);
             if (++stage == STAGES) stage = 0, phase ^= 1;
             if (n < 0) break;
+            if (WORK) {  // the stage's products, as a wait of WORK cycles after its slot is freed (NINFER_CB_WORK)
+                const long long until = clock64() + WORK;
+                while (clock64() < until) {
+                }
+            }
         }
     }
     if (acc == 0x12345678u) out[blockIdx.x] = 1.f;
@@ -381,7 +391,8 @@ def main():
     print(f"GPU: {props.name}, {sms} SMs, copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     from pdl_handoff import SOURCE as HANDOFF
 
-    src = HANDOFF + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT)
+    src = HANDOFF + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT,
+                                  work=WORK)
     cubin, _ = compile_cubin(src, "chain_bound", "sm_90")
     mod = Module(cubin, dev.index or 0, "chain_bound", pdl_arch="sm_90")
     mod["persist"].set_max_dynamic_smem(STAGES * STAGE_BYTES)
@@ -389,7 +400,8 @@ def main():
     small_us = dict(kv.split("=") for kv in args.small_us.split(","))
     clock_ghz = props.clock_rate / 1e6 if getattr(props, "clock_rate", 0) else 1.98  # kHz; the spins' clock
     print(f"small ops' spin counted at {clock_ghz:.2f} GHz; the persistent kernel's ring {STAGES} x {STAGE_BYTES} "
-          "bytes", flush=True)
+          f"bytes, {CONSUMERS} consumer warps; the dynamic rows' units {UNIT} bytes, {WORK} cycles a stage a consumer "
+          "warp", flush=True)
     for model in args.models.split(","):
         bench_model(model, mod, dev, sms, bw, clock_ghz, float(small_us.get(model, 0)))
 
