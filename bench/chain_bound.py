@@ -54,6 +54,7 @@ STAGES, STAGE_BYTES = (int(v) for v in os.environ.get("NINFER_CB_RING", "12x1638
 UNIT = int(os.environ.get("NINFER_CB_UNIT", "65536"))  # bytes a unit of the dynamic rows (a multiple of the stage)
 CONSUMERS = int(os.environ.get("NINFER_CB_CONSUMERS", "7"))  # consumer warps a block of the persistent kernels
 WORK = int(os.environ.get("NINFER_CB_WORK", "0"))  # clock cycles each consumer warp spins a stage it read (dynamic rows)
+PRODUCTS = int(os.environ.get("NINFER_CB_PRODUCTS", "0"))  # 1: the dynamic rows' consumers run int4 IMMA products
 
 # the separate launches are bench/pdl_handoff.py's kernels: stream_chunks (a GEMV-like read, one load before the PDL
 # wait) and empty_kernel (a small op's launch with no work: wait, trigger, exit)
@@ -63,6 +64,17 @@ SOURCE = r"""
 #define CONSUMERS %(consumers)d
 #define UNIT %(unit)dLL
 #define WORK %(work)dLL
+#define PRODUCTS %(products)d
+
+// the int4 fixed-point products of ninfer's one-token GEMV (qgemv.cu qmv1f): a code word as two registers of bytes
+// (rows g: w & 0x0F0F0F0F, rows g + 8: (w >> 4) & 0x0F0F0F0F), one IMMA m16n8k32 (u8 x s8) a 32-k half of a chunk
+__device__ __forceinline__ void cb_imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                        unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, "
+                 "{%%0,%%1,%%2,%%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
 
 struct Seg {
     long long off, share;  // the segment's first byte; each block's bytes (a multiple of 16)
@@ -211,6 +223,16 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
     }
     unsigned acc = 0;
     const int t = threadIdx.x - 32;
+#if PRODUCTS
+    // the token's fixed-point form and the group scales the products read (stand-ins: any values serve the timing)
+    __shared__ uint4 tok[256];
+    __shared__ float gsc[64];
+    for (int i = t; i < 256; i += CONSUMERS * 32) tok[i] = make_uint4(0x01020304u * i, 0x05060708u + i, 3u * i, 7u + i);
+    if (t < 64) gsc[t] = 1.f / (1 + t);
+    asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+    float acc0 = 0.f, acc2 = 0.f;
+    const int cw = t >> 5, cl = t & 31, ct = cl & 3;
+#endif
     for (int s = 0; s < nseg; s++) {
         if (s > 0) {
             asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
@@ -231,10 +253,26 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
             mb_wait(&full[stage], phase);
             const int n = st_n[stage];
             const uint4 *p = (const uint4 *)(ring + stage * STAGE_BYTES);
+#if PRODUCTS
+            // each warp takes whole 512-byte chunks (16 rows x 64 k of int4 codes): a lane's 16 bytes, the token's
+            // form for its 64 k (one 16-byte load), two IMMAs, the sums folded into float32 with the group's scale
+            for (int c = cw; c < n / 512; c += CONSUMERS) {
+                const uint4 v = p[c * 32 + cl];
+                const uint4 xb = tok[(c * 4 + ct) & 255];
+                int d[4] = {0, 0, 0, 0};
+                const unsigned M = 0x0F0F0F0Fu;
+                cb_imma(d, v.x & M, (v.x >> 4) & M, v.y & M, (v.y >> 4) & M, xb.x, xb.y);
+                cb_imma(d, v.z & M, (v.z >> 4) & M, v.w & M, (v.w >> 4) & M, xb.z, xb.w);
+                const float sc = gsc[(c + cl) & 63];
+                acc0 = fmaf(sc, (float)(d[0] * 256 + d[1]), acc0);
+                acc2 = fmaf(sc, (float)(d[2] * 256 + d[3]), acc2);
+            }
+#else
             for (int i = t; i < n / 16; i += CONSUMERS * 32) {
                 const uint4 v = p[i];
                 acc ^= v.x ^ v.y ^ v.z ^ v.w;
             }
+#endif
             __syncwarp();
             if (lane == 0) mb_arrive(&empty[stage]);
             if (++stage == STAGES) stage = 0, phase ^= 1;
@@ -246,6 +284,9 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
             }
         }
     }
+#if PRODUCTS
+    acc ^= __float_as_uint(acc0 + acc2);
+#endif
     if (acc == 0x12345678u) out[blockIdx.x] = 1.f;
 }
 """
@@ -392,7 +433,7 @@ def main():
     from pdl_handoff import SOURCE as HANDOFF
 
     src = HANDOFF + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT,
-                                  work=WORK)
+                                  work=WORK, products=PRODUCTS)
     cubin, _ = compile_cubin(src, "chain_bound", "sm_90")
     mod = Module(cubin, dev.index or 0, "chain_bound", pdl_arch="sm_90")
     mod["persist"].set_max_dynamic_smem(STAGES * STAGE_BYTES)
@@ -401,7 +442,7 @@ def main():
     clock_ghz = props.clock_rate / 1e6 if getattr(props, "clock_rate", 0) else 1.98  # kHz; the spins' clock
     print(f"small ops' spin counted at {clock_ghz:.2f} GHz; the persistent kernel's ring {STAGES} x {STAGE_BYTES} "
           f"bytes, {CONSUMERS} consumer warps; the dynamic rows' units {UNIT} bytes, {WORK} cycles a stage a consumer "
-          "warp", flush=True)
+          f"warp{', int4 IMMA products' if PRODUCTS else ''}", flush=True)
     for model in args.models.split(","):
         bench_model(model, mod, dev, sms, bw, clock_ghz, float(small_us.get(model, 0)))
 
