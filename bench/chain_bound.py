@@ -28,11 +28,15 @@ int4 / int8 codes and fp16 group scales), each read once from memory and XORed, 
                             units, not for the slowest SM's share (session 35: a reading of the even split's loss).
                             NINFER_CB_WORK=c: each consumer warp then waits c clock cycles a stage it read, a stand-in
                             for the GEMV's products (after it frees the slot, so the ring keeps streaming);
-                            NINFER_CB_CONSUMERS: consumer warps a block (default 7).
+                            NINFER_CB_CONSUMERS: consumer warps a block (default 7). NINFER_CB_PRODUCTS=1 (int4) or
+                            2 (int8): the consumers run the fixed-point GEMVs' IMMA products on each stage instead
+                            (stand-in token, scales and sums: the instruction stream, not a result).
 
 The persistent rows bound this form from above: real consumers do GEMV products, and the recurrence and attention
 need memory of their own. (Session 34, on an H100: the separate launches streamed at 0.915 of copy bandwidth for the
-27B, and this persistent form, its 12 x 16 KB ring and one grid barrier a GEMV and small op, was slower: bench/RESULTS.md.) Needs a GPU with sm_90 (cp.async.bulk); 14 GB of GPU memory for the 27B.
+27B, and the even-share persistent form was slower. Session 35: with 16 KB units dealt as rings free, 0.988 against
+0.900-0.907 for the launches with a launch at each small op, and 0.929 with int4 products at 15 consumer warps:
+bench/RESULTS.md.) Needs a GPU with sm_90 (cp.async.bulk); 14 GB of GPU memory for the 27B.
 
     python bench/chain_bound.py [--models 27B,8B] [--small-us 27B=2.25,8B=1.9]
 """
@@ -54,7 +58,7 @@ STAGES, STAGE_BYTES = (int(v) for v in os.environ.get("NINFER_CB_RING", "12x1638
 UNIT = int(os.environ.get("NINFER_CB_UNIT", "65536"))  # bytes a unit of the dynamic rows (a multiple of the stage)
 CONSUMERS = int(os.environ.get("NINFER_CB_CONSUMERS", "7"))  # consumer warps a block of the persistent kernels
 WORK = int(os.environ.get("NINFER_CB_WORK", "0"))  # clock cycles each consumer warp spins a stage it read (dynamic rows)
-PRODUCTS = int(os.environ.get("NINFER_CB_PRODUCTS", "0"))  # 1: the dynamic rows' consumers run int4 IMMA products
+PRODUCTS = int(os.environ.get("NINFER_CB_PRODUCTS", "0"))  # the dynamic rows' consumers run IMMA products: 1 int4, 2 int8
 
 # the separate launches are bench/pdl_handoff.py's kernels: stream_chunks (a GEMV-like read, one load before the PDL
 # wait) and empty_kernel (a small op's launch with no work: wait, trigger, exit)
@@ -260,9 +264,14 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
                 const uint4 v = p[c * 32 + cl];
                 const uint4 xb = tok[(c * 4 + ct) & 255];
                 int d[4] = {0, 0, 0, 0};
+#if PRODUCTS == 2  // int8 (qgemv.cu FIX8): a chunk is 16 rows x 32 k, one PRMT a register and one IMMA, no dequantisation
+                cb_imma(d, __byte_perm(v.x, v.y, 0x5140), __byte_perm(v.x, v.y, 0x7362), __byte_perm(v.z, v.w, 0x5140),
+                        __byte_perm(v.z, v.w, 0x7362), xb.x ^ xb.z, xb.y ^ xb.w);
+#else
                 const unsigned M = 0x0F0F0F0Fu;
                 cb_imma(d, v.x & M, (v.x >> 4) & M, v.y & M, (v.y >> 4) & M, xb.x, xb.y);
                 cb_imma(d, v.z & M, (v.z >> 4) & M, v.w & M, (v.w >> 4) & M, xb.z, xb.w);
+#endif
                 const float sc = gsc[(c + cl) & 63];
                 acc0 = fmaf(sc, (float)(d[0] * 256 + d[1]), acc0);
                 acc2 = fmaf(sc, (float)(d[2] * 256 + d[3]), acc2);
@@ -442,7 +451,7 @@ def main():
     clock_ghz = props.clock_rate / 1e6 if getattr(props, "clock_rate", 0) else 1.98  # kHz; the spins' clock
     print(f"small ops' spin counted at {clock_ghz:.2f} GHz; the persistent kernel's ring {STAGES} x {STAGE_BYTES} "
           f"bytes, {CONSUMERS} consumer warps; the dynamic rows' units {UNIT} bytes, {WORK} cycles a stage a consumer "
-          f"warp{', int4 IMMA products' if PRODUCTS else ''}", flush=True)
+          f"warp{('', ', int4 IMMA products', ', int8 IMMA products')[PRODUCTS]}", flush=True)
     for model in args.models.split(","):
         bench_model(model, mod, dev, sms, bw, clock_ghz, float(small_us.get(model, 0)))
 
