@@ -105,6 +105,30 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned n
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
                  ::"r"(s32(dst)), "l"(src), "r"(n), "r"(s32(b)) : "memory");
 }
+__device__ __forceinline__ void ring_init(unsigned long long *full, unsigned long long *empty) {  // thread 0
+    for (int i = 0; i < STAGES; i++) {
+        mb_init(&full[i], 1);
+        mb_init(&empty[i], CONSUMERS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// the consumers' grid barrier (t: the thread's index among them): each block counts itself in *count, then waits
+// until every block has
+__device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
+    asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+    if (t == 0) {
+        asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" ::"l"(count) : "memory");
+        unsigned seen = 0;
+        while (seen < gridDim.x)
+            asm volatile("ld.acquire.gpu.global.u32 %%0, [%%1];" : "=r"(seen) : "l"(count) : "memory");
+    }
+    asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+}
+__device__ __forceinline__ void hold(long long cycles) {  // a small op's work: wait this many clock cycles
+    const long long until = clock64() + cycles;
+    while (clock64() < until) {
+    }
+}
 
 // the whole step in one launch: warp 0's lane 0 streams every segment's share into the ring, the other warps read
 // it; before each segment after the first, the consumers of every block meet at a grid barrier (count[s - 1])
@@ -116,12 +140,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist(co
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     ninfer::pdl_wait();  // count's zeroing before this launch
     if (threadIdx.x == 0) {
-        for (int i = 0; i < STAGES; i++) {
-            mb_init(&full[i], 1);
-            mb_init(&empty[i], CONSUMERS);
-        }
         passed = 0;
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        ring_init(full, empty);
     }
     __syncthreads();
     int stage = 0;
@@ -148,21 +168,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist(co
     const int t = threadIdx.x - 32;
     for (int s = 0; s < nseg; s++) {
         if (s > 0) {  // the grid barrier: every block has consumed segment s - 1
-            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
-            if (t == 0) {
-                asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" ::"l"(count + s - 1) : "memory");
-                unsigned seen = 0;
-                while (seen < gridDim.x)
-                    asm volatile("ld.acquire.gpu.global.u32 %%0, [%%1];" : "=r"(seen) : "l"(count + s - 1) : "memory");
-                passed = s;
-            }
-            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
+            grid_barrier(count + s - 1, t);
+            if (t == 0) passed = s;
         }
-        if (segs[s].spin) {
-            const long long until = clock64() + segs[s].spin;
-            while (clock64() < until) {
-            }
-        }
+        if (segs[s].spin) hold(segs[s].spin);
         const long long share = segs[s].share;
         for (long long o = 0; o < share; o += STAGE_BYTES) {
             const int n = (int)min((long long)STAGE_BYTES, share - o) / 16;
@@ -192,13 +201,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
     __shared__ int st_n[STAGES];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     ninfer::pdl_wait();  // count's and grab's zeroing before this launch
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < STAGES; i++) {
-            mb_init(&full[i], 1);
-            mb_init(&empty[i], CONSUMERS);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 0) ring_init(full, empty);
     __syncthreads();
     int stage = 0;
     unsigned phase = 0;
@@ -238,21 +241,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
     const int cw = t >> 5, cl = t & 31, ct = cl & 3;
 #endif
     for (int s = 0; s < nseg; s++) {
-        if (s > 0) {
-            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
-            if (t == 0) {
-                asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" ::"l"(count + s - 1) : "memory");
-                unsigned seen = 0;
-                while (seen < gridDim.x)
-                    asm volatile("ld.acquire.gpu.global.u32 %%0, [%%1];" : "=r"(seen) : "l"(count + s - 1) : "memory");
-            }
-            asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory");
-        }
-        if (segs[s].spin) {
-            const long long until = clock64() + segs[s].spin;
-            while (clock64() < until) {
-            }
-        }
+        if (s > 0) grid_barrier(count + s - 1, t);
+        if (segs[s].spin) hold(segs[s].spin);
         for (;;) {
             mb_wait(&full[stage], phase);
             const int n = st_n[stage];
@@ -286,11 +276,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_dy
             if (lane == 0) mb_arrive(&empty[stage]);
             if (++stage == STAGES) stage = 0, phase ^= 1;
             if (n < 0) break;
-            if (WORK) {  // the stage's products, as a wait of WORK cycles after its slot is freed (NINFER_CB_WORK)
-                const long long until = clock64() + WORK;
-                while (clock64() < until) {
-                }
-            }
+            if (WORK) hold(WORK);  // the stage's products, as a wait after its slot is freed (NINFER_CB_WORK)
         }
     }
 #if PRODUCTS
