@@ -53,8 +53,7 @@
             ninfer::prefetch_l2(state_in + ((long long)blockIdx.x * 128 * 128 + threadIdx.x * 32));             \
         ninfer::gdn_recurrent_gated<T, 128, 128>(q, k, v, g, beta, state_in, z, norm_w, out, state_out,  \
                                                  states, ntok, H, Hk, q_stride, k_stride, v_stride,     \
-                                                 g_stride, b_stride, z_stride, scale, eps, norm_eps, xq, xg, \
-                                                 true); /* its own PDL wait, after the norm weight's loads */ \
+                                                 g_stride, b_stride, z_stride, scale, eps, norm_eps, xq, xg); \
     }                                                                                                   \
     extern "C" __global__ void __launch_bounds__(128) causal_conv1d_prefill_##S##_k4(                   \
         const T *x, const T *w, const T *bias, const float *state_in, T *y, float *state_out, int ntok, \

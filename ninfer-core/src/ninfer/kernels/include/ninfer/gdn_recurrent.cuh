@@ -166,13 +166,8 @@ namespace ninfer {
 // shared memory in a fixed order (warp 0, 1, ...) that depends on nothing but the shape: a T-token verify call
 // computes, token for token, the bits of T decode calls. xq / xg (not null: one token, DV = 128): the output row
 // as well in the fixed-point form of the quantised one-token GEMV (fixed_point.cuh), for the output projection. The head's state is read once and written once (plus
-// once per token for verify); a block reads it before writing it, so state_out may alias state_in.
-// The output gate z is staged in shared memory with q, k and v, in their round trip to L2, rather than read by warp 0
-// once the sums are done (a second round trip on the kernel's path; -DNINFER_GDN_Z_EARLY=0 reads it there, a bench
-// build).
-#ifndef NINFER_GDN_Z_EARLY
-#define NINFER_GDN_Z_EARLY 1
-#endif
+// once per token for verify); a block reads it before writing it, so state_out may alias state_in. The kernel's PDL
+// wait (pdl_enter) is made here, after the norm weight's loads (NINFER_W_EARLY, common.cuh).
 constexpr int GDN_HEAD_THREADS = 512;
 constexpr int GDN_HEAD_TCHUNK = 8;
 
@@ -182,14 +177,14 @@ __device__ __forceinline__ void gdn_recurrent_gated(
     const T *__restrict__ beta, const float *state_in, const T *__restrict__ z, const T *__restrict__ norm_w,
     T *__restrict__ out, float *state_out, float *__restrict__ states, int ntok, int H, int Hk, int q_stride,
     int k_stride, int v_stride, int g_stride, int b_stride, int z_stride, float scale, float eps,
-    float norm_eps, unsigned char *__restrict__ xq = nullptr, int2 *__restrict__ xg = nullptr, bool wait = false) {
+    float norm_eps, unsigned char *__restrict__ xq = nullptr, int2 *__restrict__ xg = nullptr) {
     constexpr int VEC = 4;                       // columns per thread
     constexpr int NW = GDN_HEAD_THREADS / 32;    // warps = row groups
     constexpr int R = DK / NW;                   // rows per thread
     constexpr int TC = GDN_HEAD_TCHUNK;
     static_assert(DV == 32 * VEC && DK % NW == 0, "a warp spans the head's DV columns");
 
-    __shared__ float qs[TC][DK], ks[TC][DK], vs[TC][DV], zs[TC][DV];  // zs: the output gate, staged with q, k, v
+    __shared__ float qs[TC][DK], ks[TC][DK], vs[TC][DV];
     __shared__ float decay[TC], bs[TC], nq[TC], nk[TC], kq[TC];
     __shared__ float red[NW][2][DV];  // per-warp partial S^T k, S^T q
     __shared__ float sums[2][DV];     // their sums over the warps
@@ -203,7 +198,7 @@ __device__ __forceinline__ void gdn_recurrent_gated(
 #pragma unroll
         for (int c = 0; c < VEC; c++) wn[c] = to_f(norm_w[col + c]);
     }
-    if (wait) pdl_enter();
+    pdl_enter();
     float s[R][VEC];  // S[warp + NW m][col + c]
 #pragma unroll
     for (int m = 0; m < R; m++) {
@@ -228,7 +223,6 @@ __device__ __forceinline__ void gdn_recurrent_gated(
         for (int e = tid; e < tc * DV; e += GDN_HEAD_THREADS) {
             const int t = e / DV, j = e % DV;
             vs[t][j] = to_f(v[(i64)(t0 + t) * v_stride + (i64)h * DV + j]);
-            if (NINFER_GDN_Z_EARLY) zs[t][j] = to_f(z[(i64)(t0 + t) * z_stride + (i64)h * DV + j]);
         }
         if (tid < tc) {
             decay[tid] = expf(g[(i64)(t0 + tid) * g_stride + h]);
@@ -296,13 +290,12 @@ __device__ __forceinline__ void gdn_recurrent_gated(
                 }
                 ss = warp_sum(ss);
                 const float r = rsqrtf(ss / (float)DV + norm_eps);
-                const T *zg = z + (i64)(t0 + t) * z_stride + (i64)h * DV + col;  // NINFER_GDN_Z_EARLY=0: read here
-                const float *zr = zs[t] + col;
+                const T *zr = z + (i64)(t0 + t) * z_stride + (i64)h * DV + col;
                 T *orow = out + ((i64)(t0 + t) * H + h) * DV + col;
                 float yv[VEC];
 #pragma unroll
                 for (int c = 0; c < VEC; c++) {
-                    const float zz = NINFER_GDN_Z_EARLY ? zr[c] : to_f(zg[c]);
+                    const float zz = to_f(zr[c]);
                     const T y = from_f<T>(o[c] * r * wn[c] * (zz / (1.f + expf(-zz))));
                     orow[c] = y;
                     yv[c] = to_f(y);
