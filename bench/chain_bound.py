@@ -22,7 +22,7 @@ int4 / int8 codes and fp16 group scales), each read once from memory and XORed, 
                             come after its wait: the value of running ahead.
   persistent, no barriers:  one segment: the ring's own ceiling.
   persistent, units taken as they free (+ small ops / no barriers): the same three with each GEMV's bytes dealt in
-                            units of U bytes (NINFER_CB_UNIT, default 64 KB) that each block's producer takes from a
+                            units of U bytes (NINFER_CB_UNIT, default 16 KB) that each block's producer takes from a
                             count in global memory whenever its ring has room, instead of an even share a block: an
                             SM that streams faster takes more units, so a barrier waits only for the segment's last
                             units, not for the slowest SM's share (session 35: a reading of the even split's loss).
@@ -55,7 +55,7 @@ from timing import graph_us  # noqa: E402
 
 # the persistent kernel's ring: NINFER_CB_RING="<stages>x<bytes a stage>" (default 12 x 16 KB, 192 KB an SM)
 STAGES, STAGE_BYTES = (int(v) for v in os.environ.get("NINFER_CB_RING", "12x16384").split("x"))
-UNIT = int(os.environ.get("NINFER_CB_UNIT", "65536"))  # bytes a unit of the dynamic rows (a multiple of the stage)
+UNIT = int(os.environ.get("NINFER_CB_UNIT", "16384"))  # bytes a unit of the dynamic rows (16 KB: the best, RESULTS)
 CONSUMERS = int(os.environ.get("NINFER_CB_CONSUMERS", "7"))  # consumer warps a block of the persistent kernels
 WORK = int(os.environ.get("NINFER_CB_WORK", "0"))  # clock cycles each consumer warp spins a stage it read (dynamic rows)
 PRODUCTS = int(os.environ.get("NINFER_CB_PRODUCTS", "0"))  # the dynamic rows' consumers run IMMA products: 1 int4, 2 int8
@@ -319,6 +319,21 @@ def step_plan(model: str) -> list[tuple[str, int, int]]:
     return plan
 
 
+def segments(plan, offs, total: int, share, barriers: bool, cycles: int) -> list[tuple[int, int, int]]:
+    """The persistent kernels' segment table, (first byte, bytes, clock cycles held): one segment of share(total)
+    bytes without barriers; else a segment a GEMV (its weight's share(bytes)) and a held one a small op."""
+    if not barriers:
+        return [(0, share(total), 0)]
+    segs, k = [], 0
+    for kind, b, _ in plan:
+        if kind == "small":
+            segs.append((0, 0, cycles))
+            continue
+        segs.append((offs[k], share(b), 0))
+        k += 1
+    return segs
+
+
 def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
     """Print the rows of one model's step."""
     ring = STAGES * STAGE_BYTES
@@ -349,16 +364,7 @@ def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
         return run
 
     def persistent(barriers: bool, spin: float, ahead: bool = True):
-        if not barriers:
-            segs = [(0, total // sms // 16 * 16, 0)]
-        else:
-            segs, k, cycles = [], 0, int(spin * 1e3 * clock_ghz)
-            for kind, b, _ in plan:
-                if kind == "small":
-                    segs.append((0, 0, cycles))
-                    continue
-                segs.append((offs[k], b // sms // 16 * 16, 0))
-                k += 1
+        segs = segments(plan, offs, total, lambda b: b // sms // 16 * 16, barriers, int(spin * 1e3 * clock_ghz))
         table = torch.tensor(segs, dtype=torch.int64, device=dev)
         count = torch.zeros(len(segs), dtype=torch.int32, device=dev)
 
@@ -368,16 +374,7 @@ def bench_model(model, mod, dev, sms, bw, clock_ghz, spin_us):
         return run, sum(s[1] for s in segs) * sms, len(segs)
 
     def dynamic(barriers: bool, spin: float):
-        if not barriers:
-            segs = [(0, total // 16 * 16, 0)]
-        else:
-            segs, k, cycles = [], 0, int(spin * 1e3 * clock_ghz)
-            for kind, b, _ in plan:
-                if kind == "small":
-                    segs.append((0, 0, cycles))
-                    continue
-                segs.append((offs[k], b // 16 * 16, 0))
-                k += 1
+        segs = segments(plan, offs, total, lambda b: b // 16 * 16, barriers, int(spin * 1e3 * clock_ghz))
         table = torch.tensor(segs, dtype=torch.int64, device=dev)
         count = torch.zeros(2 * len(segs), dtype=torch.int32, device=dev)  # the barriers' counts, then grab
 

@@ -6,7 +6,7 @@
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
-timeout 120 python bench/chain_bound.py > $OUT/chain.txt 2>&1; grep -v compiling $OUT/chain.txt | cut -c1-220
+NINFER_CB_UNIT=65536 timeout 120 python bench/chain_bound.py > $OUT/chain.txt 2>&1; grep -v compiling $OUT/chain.txt | cut -c1-220
 for u in 16384 262144; do
   NINFER_CB_UNIT=$u timeout 60 python bench/chain_bound.py --models 27B > $OUT/chain_u$u.txt 2>&1
   echo "unit $u"; grep -E "units|the same" $OUT/chain_u$u.txt | cut -c1-220
