@@ -1,0 +1,476 @@
+"""A persistent kernel for a stack of quantised MLP blocks, with real products and outputs, against today's launches.
+
+Session 35's bench/chain_bound.py bounded a persistent decode step from above with stand-in work: one kernel, one
+block an SM, each GEMV's bytes dealt in 16 KB units that a block's producer takes whenever its ring of shared-memory
+stages has room, and a grid barrier where a GEMV needs the one before it. On an H100 it streamed the 27B's weights
+8.9-9.9 % faster than today's launches, and 8.2 % faster than the real GEMV chain with stand-in int4 products. This
+benchmark builds the first real piece: the 27B's MLP block (the residual add, RMSNorm, gate_up with SwiGLU, down),
+L times, in one launch, its outputs checked against today's launches and a float32 reference. The MLP is 65 % of the
+27B step's weight bytes.
+
+The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers):
+
+- **Units.** A unit is one 16-row tile's run of up to UG weight groups of 128 k (16 KB of int4 codes and their
+  scales): gate_up's tiles (K = H) in P1 parts, down's (K = I) in P2. Warp 0's lane 0 takes each GEMV's next unit
+  from a count in global memory whenever the ring has a free stage, copies its codes and scales with
+  cp.async.bulk, and runs ahead across GEMVs and layers (the weights depend on nothing).
+- **Products.** The consumer warps split a stage's groups: the int4 fixed-point products of ninfer's one-token GEMV
+  (qgemv.cu qmv1f: two IMMA m16n8k32 a 64-k chunk, the token's 16-bit form in hi / lo bytes from shared memory, one
+  scale a group). Their sums meet in shared memory in warp order; the last warp to finish the stage writes the
+  unit's 16 row sums to a workspace, and the last unit of a tile (a count a tile) adds the parts in order and runs
+  the epilogue: SwiGLU (gate and up rounded to bf16 first, as today's kernels store them), then, by the last of a
+  128-group's 8 tiles, that group's fixed-point form for down; down's sums plus the residual, the new residual row.
+- **Waits.** Before gate_up and before down, the consumers of every block meet at a grid barrier. After the first,
+  every block makes the RMSNorm of the residual row and its fixed-point form itself (the same bits in every block),
+  into shared memory; after the second, it copies down's form from L2 into shared memory. Two barriers a layer.
+
+    python bench/persist_mlp.py [--layers 64] [--check-layers 4]
+
+Needs sm_90 (cp.async.bulk, mbarriers); about 9 GB of GPU memory at 64 layers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import graph_us  # noqa: E402
+
+STAGES = int(os.environ.get("NINFER_PM_STAGES", "10"))  # ring stages a block (16.5 KB each)
+CONSUMERS = int(os.environ.get("NINFER_PM_CONSUMERS", "16"))  # consumer warps a block
+UG = int(os.environ.get("NINFER_PM_UG", "16"))  # most groups of 128 k a unit (16: 16 KB of int4 codes)
+
+SOURCE = r"""
+#include <ninfer/fixed_point.cuh>
+#define STAGES %(stages)d
+#define CONSUMERS %(consumers)d
+#define UG %(ug)d
+#define HID %(h)d
+#define INTER %(i)d
+#define NL %(layers)d
+#define P1 %(p1)d
+#define P2 %(p2)d
+#define CODE_BYTES (UG * 1024)
+#define STAGE_BYTES (CODE_BYTES + UG * 32)
+#define NG1 (HID / 128)
+#define NG2 (INTER / 128)
+#define T1 (INTER / 16)
+#define T2 (HID / 16)
+#define EPS %(eps)ff
+
+typedef __nv_bfloat16 bf16;
+
+struct Layer {  // one MLP block's tiled weights (qgemv.cu's layout) and its norm weight
+    const uint4 *gu_w;     // [gate | up]: 2 T1 tiles x (HID / 64) chunks x 32 lanes
+    const unsigned *gu_s;  // 2 T1 tiles x NG1 groups x 8 words (s_g | s_{g+8} << 16, fp16)
+    const uint4 *dn_w;     // T2 tiles x (INTER / 64) chunks x 32 lanes
+    const unsigned *dn_s;  // T2 x NG2 x 8
+    const bf16 *nw;        // [HID]
+};
+struct Work {
+    bf16 *h;        // [2][HID]: layer l's residual row in h[l & 1], its output in h[(l + 1) & 1]
+    bf16 *a;        // [INTER]: SwiGLU's output row
+    unsigned char *xq2;  // down's input form: [2][INTER] hi / lo bytes in k_order
+    int2 *xg2;      // [NG2]
+    float *ws1;     // gate_up's unit sums: [T1][2][P1][16]
+    float *ws2;     // down's: [T2][P2][16]
+    int *tc1, *tc2; // a count a tile (T1, T2), the last unit's sets it back to 0
+    int *gc;        // a count a 128-group of SwiGLU's output (NG2)
+    unsigned *bar;  // [2 NL] the grid barriers' counts (zeroed before the launch)
+    unsigned *grab; // [2 NL] each GEMV's next unit (zeroed before the launch)
+};
+struct Meta { int tile, half, part, g0, ng; };  // ng < 0: this block's part of the GEMV ends
+
+__device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%%0], %%1;" ::"r"(s32(b)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mb_wait(unsigned long long *b, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                     : "=r"(done) : "r"(s32(b)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(unsigned long long *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" ::"r"(s32(b)) : "memory");
+}
+__device__ __forceinline__ void mb_expect(unsigned long long *b, unsigned tx) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" ::"r"(s32(b)), "r"(tx) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned n, unsigned long long *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
+                 ::"r"(s32(dst)), "l"(src), "r"(n), "r"(s32(b)) : "memory");
+}
+__device__ __forceinline__ void cons_sync() { asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory"); }
+// every block's consumers meet: each block counts itself in *count (release), waits until all have (acquire)
+__device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
+    __threadfence();
+    cons_sync();
+    if (t == 0) {
+        asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" ::"l"(count) : "memory");
+        unsigned seen = 0;
+        while (seen < gridDim.x)
+            asm volatile("ld.acquire.gpu.global.u32 %%0, [%%1];" : "=r"(seen) : "l"(count) : "memory");
+    }
+    cons_sync();
+    __threadfence();
+}
+__device__ __forceinline__ void imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                     unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, "
+                 "{%%0,%%1,%%2,%%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
+                                                                                  const Work *__restrict__ wkp) {
+    const Work wk = *wkp;
+    extern __shared__ __align__(128) unsigned char smem[];
+    unsigned char *ring = smem;                                        // STAGES x STAGE_BYTES
+    unsigned char *xs = smem + STAGES * STAGE_BYTES;                   // the GEMV's input form: [2][K] bytes
+    int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * (INTER > HID ? INTER : HID));  // [K / 128]
+    __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+    __shared__ Meta meta[STAGES];
+    __shared__ int scnt[STAGES];
+    __shared__ float red[STAGES][CONSUMERS][16];
+    __shared__ float rsum[CONSUMERS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    ninfer::pdl_wait();  // the counts' zeroing before this launch
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < STAGES; i++) {
+            mb_init(&full[i], 1);
+            mb_init(&empty[i], CONSUMERS);
+            scnt[i] = 0;
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    int stage = 0;
+    unsigned phase = 0;
+    if (warp == 0) {  // the producer
+        if (lane != 0) return;
+        for (int s = 0; s < 2 * NL; s++) {
+            const Layer &L = layers[s >> 1];
+            const bool up = (s & 1) == 0;  // gate_up, else down
+            const int parts = up ? P1 : P2, ng_all = up ? NG1 : NG2, nchunk = up ? HID / 64 : INTER / 64;
+            const unsigned units = up ? T1 * 2 * P1 : T2 * P2;
+            for (unsigned u = atomicAdd(wk.grab + s, 1u); u < units; u = atomicAdd(wk.grab + s, 1u)) {
+                Meta m;
+                m.part = u %% parts;
+                m.half = up ? (u / parts) %% 2 : 0;
+                m.tile = up ? u / (2 * parts) : u / parts;
+                m.g0 = m.part * ng_all / parts;
+                m.ng = (m.part + 1) * ng_all / parts - m.g0;
+                const int T = m.tile + m.half * T1;
+                const uint4 *w = (up ? L.gu_w : L.dn_w) + ((long long)T * nchunk + 2 * m.g0) * 32;
+                const unsigned *sc = (up ? L.gu_s : L.dn_s) + ((long long)T * ng_all + m.g0) * 8;
+                mb_wait(&empty[stage], phase ^ 1);
+                meta[stage] = m;
+                unsigned char *dst = ring + stage * STAGE_BYTES;
+                mb_expect(&full[stage], m.ng * 1056u);
+                bulk_copy(dst, w, m.ng * 1024u, &full[stage]);
+                bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
+                if (++stage == STAGES) stage = 0, phase ^= 1;
+            }
+            mb_wait(&empty[stage], phase ^ 1);
+            meta[stage].ng = -1;
+            mb_arrive(&full[stage]);
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+        }
+        return;
+    }
+    const int t = threadIdx.x - 32, cw = t >> 5, g = lane >> 2, tq = lane & 3;
+    for (int s = 0; s < 2 * NL; s++) {
+        const int l = s >> 1;
+        const bool up = (s & 1) == 0;
+        const bf16 *hin = wk.h + (l & 1) * HID;
+        if (s > 0) grid_barrier(wk.bar + s - 1, t);
+        if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block)
+            float ss = 0.f;
+            for (int v = t; v < HID / 8; v += CONSUMERS * 32) {
+                float a[8];
+                ninfer::unpack8<bf16>(__ldcg(reinterpret_cast<const uint4 *>(hin) + v), a);
+#pragma unroll
+                for (int i = 0; i < 8; i++) ss = fmaf(a[i], a[i], ss);
+            }
+#pragma unroll
+            for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
+            if (lane == 0) rsum[cw] = ss;
+            cons_sync();
+            ss = 0.f;
+            for (int w = 0; w < CONSUMERS; w++) ss += rsum[w];
+            const float rs = rsqrtf(ss / (float)HID + EPS);
+            for (int grp = cw; grp < NG1; grp += CONSUMERS) {  // a warp a group, 4 values a lane
+                const uint2 hv = __ldcg(reinterpret_cast<const uint2 *>(hin + grp * 128) + lane);
+                const uint2 wv = __ldg(reinterpret_cast<const uint2 *>(layers[l].nw + grp * 128) + lane);
+                const bf16 *he = reinterpret_cast<const bf16 *>(&hv), *we = reinterpret_cast<const bf16 *>(&wv);
+                float a[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) a[i] = bf16r(__bfloat162float(he[i]) * rs * __bfloat162float(we[i]));
+                ninfer::fixed_group32(a, grp, xs, xgs, HID);
+            }
+        } else {  // down's input form (made by gate_up's epilogues), from L2 into xs / xgs
+            const uint4 *src = reinterpret_cast<const uint4 *>(wk.xq2);
+            for (int v = t; v < 2 * INTER / 16; v += CONSUMERS * 32) reinterpret_cast<uint4 *>(xs)[v] = __ldcg(src + v);
+            for (int v = t; v < NG2; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg2 + v);
+        }
+        cons_sync();
+        const int nchunk = up ? HID / 64 : INTER / 64;
+        const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
+        for (;;) {
+            mb_wait(&full[stage], phase);
+            const Meta m = meta[stage];
+            if (m.ng < 0) {
+                __syncwarp();
+                if (lane == 0) mb_arrive(&empty[stage]);
+                if (++stage == STAGES) stage = 0, phase ^= 1;
+                break;
+            }
+            const uint4 *wst = reinterpret_cast<const uint4 *>(ring + stage * STAGE_BYTES);
+            const unsigned *sst = reinterpret_cast<const unsigned *>(ring + stage * STAGE_BYTES + CODE_BYTES);
+            float acc0 = 0.f, acc2 = 0.f;
+            for (int j = cw; j < m.ng; j += CONSUMERS) {
+                const int gi = m.g0 + j;
+                int d[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const uint4 w = wst[(2 * j + u) * 32 + lane];
+                    const uint4 xv = xb[(2 * gi + u) * 4];
+                    const unsigned M = 0x0F0F0F0Fu;
+                    imma(d, w.x & M, (w.x >> 4) & M, w.y & M, (w.y >> 4) & M, xv.x, xv.y);
+                    imma(d, w.z & M, (w.z >> 4) & M, w.w & M, (w.w >> 4) & M, xv.z, xv.w);
+                }
+                const int2 gx = xgs[gi];
+                const unsigned sw = sst[j * 8 + g];
+                const float sx = __int_as_float(gx.x);
+                const int v0 = d[0] * 256 + d[1] - 8 * gx.y, v2 = d[2] * 256 + d[3] - 8 * gx.y;
+                acc0 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw & 0xFFFFu))) * sx, (float)v0, acc0);
+                acc2 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw >> 16))) * sx, (float)v2, acc2);
+            }
+            if (tq == 0) {
+                red[stage][cw][g] = acc0;
+                red[stage][cw][g + 8] = acc2;
+            }
+            __threadfence_block();
+            __syncwarp();
+            int last = 0;
+            if (lane == 0) last = atomicAdd(&scnt[stage], 1) == CONSUMERS - 1;
+            last = __shfl_sync(~0u, last, 0);
+            if (!last) {
+                if (lane == 0) mb_arrive(&empty[stage]);
+                if (++stage == STAGES) stage = 0, phase ^= 1;
+                continue;
+            }
+            // the stage's last warp: the unit's 16 row sums in warp order, lanes 0..15
+            __threadfence_block();
+            float sum = 0.f;
+            if (lane < 16)
+                for (int w = 0; w < CONSUMERS; w++) sum += *(volatile float *)&red[stage][w][lane];
+            __syncwarp();
+            if (lane == 0) {
+                scnt[stage] = 0;
+                mb_arrive(&empty[stage]);
+            }
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+            if (up) {
+                float *ws = wk.ws1 + (long long)m.tile * 2 * P1 * 16;
+                if (lane < 16) ws[(m.half * P1 + m.part) * 16 + lane] = sum;
+                __threadfence();
+                __syncwarp();
+                int fin = 0;
+                if (lane == 0) fin = atomicAdd(wk.tc1 + m.tile, 1) == 2 * P1 - 1;
+                if (!__shfl_sync(~0u, fin, 0)) continue;
+                __threadfence();
+                if (lane < 16) {  // SwiGLU on the tile's rows, gate and up each rounded to bf16 first
+                    float gs = 0.f, us = 0.f;
+                    for (int p = 0; p < P1; p++) gs += __ldcg(ws + p * 16 + lane), us += __ldcg(ws + (P1 + p) * 16 + lane);
+                    const float gv = bf16r(gs), uv = bf16r(us);
+                    wk.a[m.tile * 16 + lane] = __float2bfloat16_rn(gv / (1.f + expf(-gv)) * uv);
+                }
+                if (lane == 0) wk.tc1[m.tile] = 0;
+                __threadfence();
+                __syncwarp();
+                const int grp = m.tile >> 3;  // the last of a 128-group's 8 tiles makes the group's form
+                if (lane == 0) fin = atomicAdd(wk.gc + grp, 1) == 7;
+                if (!__shfl_sync(~0u, fin, 0)) continue;
+                __threadfence();
+                float a8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+                const int v = grp * 16 + (lane & 15);
+                if (lane < 16) ninfer::unpack8<bf16>(__ldcg(reinterpret_cast<const uint4 *>(wk.a) + v), a8);
+                ninfer::fixed_group16(a8, v, lane < 16, wk.xq2, wk.xg2, INTER);
+                if (lane == 0) wk.gc[grp] = 0;
+                __threadfence();
+            } else {
+                float *ws = wk.ws2 + (long long)m.tile * P2 * 16;
+                if (lane < 16) ws[m.part * 16 + lane] = sum;
+                __threadfence();
+                __syncwarp();
+                int fin = 0;
+                if (lane == 0) fin = atomicAdd(wk.tc2 + m.tile, 1) == P2 - 1;
+                if (!__shfl_sync(~0u, fin, 0)) continue;
+                __threadfence();
+                if (lane < 16) {  // down's row, rounded to bf16, plus the residual, rounded as add_rms_norm stores h
+                    float ys = 0.f;
+                    for (int p = 0; p < P2; p++) ys += __ldcg(ws + p * 16 + lane);
+                    const int row = m.tile * 16 + lane;
+                    const float hv = __bfloat162float(__ldcg(hin + row));
+                    wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
+                }
+                if (lane == 0) wk.tc2[m.tile] = 0;
+                __threadfence();
+            }
+        }
+    }
+}
+"""
+
+
+def build(h: int, inter: int, layers: int, eps: float, dev):
+    from ninfer.kernels.launch import Module
+    from ninfer.kernels.nvrtc import compile_cubin
+
+    p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
+    src = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
+                        eps=eps)
+    cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
+    mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
+    smem = STAGES * (UG * 1024 + UG * 32) + 2 * max(h, inter) + max(h, inter) // 128 * 8
+    mod["persist_mlp"].set_max_dynamic_smem(smem)
+    return mod, smem, p1, p2
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=64)
+    ap.add_argument("--check-layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=5120)
+    ap.add_argument("--inter", type=int, default=17408)
+    args = ap.parse_args()
+    import decode as dec
+    from quant import random_quant
+
+    from ninfer.backends import installed_backends
+    from ninfer.kernels.ops import make_ops
+    from ninfer.quant import gpu
+
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    sms = props.multi_processor_count
+    bw = dec.copy_bandwidth()
+    print(f"GPU: {props.name}, {sms} SMs, copy bandwidth {bw / 1e12:.2f} TB/s; ring {STAGES} x "
+          f"{UG * 1024 + UG * 32} bytes, {CONSUMERS} consumer warps, units of up to {UG} groups", flush=True)
+    H, I_, eps = args.hidden, args.inter, 1e-6
+    ops = make_ops(installed_backends()["sm90"].kernels)
+    torch.manual_seed(0)
+
+    def make_layers(n):
+        out = []
+        for _ in range(n):
+            gu = gpu.prepare(random_quant(2 * I_, H, 4, 128, device="cuda"))
+            dn = gpu.prepare(random_quant(H, I_, 4, 128, device="cuda"))
+            nw = (1 + 0.1 * torch.randn(H, device="cuda")).to(torch.bfloat16)
+            out.append((gu, dn, nw))
+        return out
+
+    def table(ls):
+        rows = [[gu.qweight.data_ptr(), gpu.tile_params(gu)[0].data_ptr(), dn.qweight.data_ptr(),
+                 gpu.tile_params(dn)[0].data_ptr(), nw.data_ptr()] for gu, dn, nw in ls]
+        return torch.tensor(rows, dtype=torch.int64, device=dev)
+
+    fields = ("h", "a", "xq2", "xg2", "ws1", "ws2", "tc1", "tc2", "gc", "bar", "grab")  # the kernel's Work
+
+    def persistent(ls, h0):
+        n = len(ls)
+        mod, smem, p1, p2 = build(H, I_, n, eps, dev)
+        tab = table(ls)
+        bufs = dict(h=torch.zeros(2, H, dtype=torch.bfloat16, device=dev),
+                    a=torch.zeros(I_, dtype=torch.bfloat16, device=dev),
+                    xq2=torch.zeros(2 * I_, dtype=torch.uint8, device=dev),
+                    xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
+                    ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
+                    tc1=torch.zeros(I_ // 16, dtype=torch.int32, device=dev),
+                    tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
+                    gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
+                    bar=torch.zeros(2 * n, dtype=torch.int32, device=dev),
+                    grab=torch.zeros(2 * n, dtype=torch.int32, device=dev))
+        counts = torch.cat([bufs["bar"], bufs["grab"]])  # one zeroing a launch
+        bufs["bar"], bufs["grab"] = counts[: 2 * n], counts[2 * n:]
+        wk = torch.tensor([bufs[f].data_ptr() for f in fields], dtype=torch.int64, device=dev)
+
+        def run():
+            bufs["h"][0].copy_(h0)
+            counts.zero_()
+            mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab, wk, smem=smem)
+        return run, bufs["h"][n & 1]
+
+    def launches(ls, h0):
+        x0 = torch.zeros(1, H, dtype=torch.bfloat16, device=dev)
+        out = torch.empty(1, H, dtype=torch.bfloat16, device=dev)
+
+        def run():
+            x, r = x0, h0.view(1, H)
+            for gu, dn, nw in ls:
+                y, r = ops["add_rms_norm"](x, r, nw, eps, False, True)
+                a = gpu.quant_linear_silu_mul(y, gu)
+                x = gpu.quant_linear(a, dn)
+            out.copy_(x + r)
+        return run, out.view(H)
+
+    def reference(ls, h0):  # float32, the weights dequantised; bf16 where today's kernels store a row
+        h = h0.float()
+        for gu, dn, nw in ls:
+            x = (h * torch.rsqrt(h.pow(2).mean() + eps) * nw.float()).bfloat16().float()
+            gup = gpu.dequantize_dense(gu, torch.float32) @ x
+            gg, uu = gup[:I_].bfloat16().float(), gup[I_:].bfloat16().float()
+            a = (torch.nn.functional.silu(gg) * uu).bfloat16().float()
+            y = (gpu.dequantize_dense(dn, torch.float32) @ a).bfloat16().float()
+            h = (y + h).bfloat16().float()
+        return h
+
+    # correctness: a few layers against today's launches and the float32 reference
+    ls = make_layers(args.check_layers)
+    h0 = torch.randn(H, device=dev).to(torch.bfloat16)
+    runp, outp = persistent(ls, h0)
+    runl, outl = launches(ls, h0)
+    runp()
+    runl()
+    torch.cuda.synchronize()
+    ref = reference(ls, h0)
+    scale = ref.abs().max().item()
+    ep = (outp.float() - ref).abs().max().item() / scale
+    el = (outl.float() - ref).abs().max().item() / scale
+    epl = (outp.float() - outl.float()).abs().max().item() / scale
+    first = outp.clone()
+    runp()
+    torch.cuda.synchronize()
+    same = torch.equal(first, outp)
+    print(f"check, {args.check_layers} layers: max |err| / max |ref|: persistent {ep:.2e}, launches {el:.2e}, "
+          f"persistent against launches {epl:.2e}; a second run {'the same' if same else 'DIFFERENT'}", flush=True)
+    ok = ep < 2e-2 and epl < 2e-2
+    print("CHECK", "PASSED" if ok else "FAILED", flush=True)
+    del ls, runp, runl
+    torch.cuda.empty_cache()
+
+    ls = make_layers(args.layers)
+    nbytes = sum(gu.qweight.numel() + gpu.tile_params(gu)[0].numel() * 4 + dn.qweight.numel()
+                 + gpu.tile_params(dn)[0].numel() * 4 for gu, dn, _ in ls)
+    runp, outp = persistent(ls, h0)
+    runl, outl = launches(ls, h0)
+    print(f"{args.layers} MLP blocks of H {H}, I {I_}, W4A16 g128: {nbytes / 1e9:.2f} GB of weights "
+          f"({nbytes / bw * 1e6:.0f} us at copy bandwidth)", flush=True)
+    for _rep in range(2):
+        for name, fn in (("today's launches (add_rms_norm, qmv1sf, qmv1x), CUDA graph", runl),
+                         ("persistent, one launch", runp)):
+            t = graph_us(lambda i, fn=fn: fn(), inner=1, reps=10, drop=1) / 1e6
+            print(f"| {name} | {t * 1e6:.0f} us | {nbytes / t / 1e12:.2f} TB/s | {nbytes / t / bw:.3f} of copy |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
