@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import graph_us  # noqa: E402
 
 STAGES = int(os.environ.get("NINFER_PM_STAGES", "10"))  # ring stages a block (16.5 KB each)
-CONSUMERS = int(os.environ.get("NINFER_PM_CONSUMERS", "16"))  # consumer warps a block
+CONSUMERS = int(os.environ.get("NINFER_PM_CONSUMERS", "10"))  # consumer warps a block (<= STAGES)
 UG = int(os.environ.get("NINFER_PM_UG", "16"))  # most groups of 128 k a unit (16: 16 KB of int4 codes)
 
 SOURCE = r"""
@@ -83,7 +83,7 @@ struct Work {
     unsigned *bar;  // [2 NL] the grid barriers' counts (zeroed before the launch)
     unsigned *grab; // [2 NL] each GEMV's next unit (zeroed before the launch)
 };
-struct Meta { int tile, half, part, g0, ng; };  // ng < 0: this block's part of the GEMV ends
+struct Meta { int seg, tile, half, part, g0, ng; };  // a stage's unit: segment (2 a layer), tile, ...
 
 __device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
@@ -130,6 +130,7 @@ __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__floa
 
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
+    static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
     const Work wk = *wkp;
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char *ring = smem;                                        // STAGES x STAGE_BYTES
@@ -137,24 +138,25 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * (INTER > HID ? INTER : HID));  // [K / 128]
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ Meta meta[STAGES];
-    __shared__ int scnt[STAGES];
-    __shared__ float red[STAGES][CONSUMERS][16];
+    __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
+    __shared__ int claim;            // the consumers' next stage
     __shared__ float rsum[CONSUMERS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     ninfer::pdl_wait();  // the counts' zeroing before this launch
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; i++) {
             mb_init(&full[i], 1);
-            mb_init(&empty[i], CONSUMERS);
-            scnt[i] = 0;
+            mb_init(&empty[i], 1);
         }
+        for (int i = 0; i < 2 * NL; i++) seg_end[i] = -1;
+        claim = 0;
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    int stage = 0;
-    unsigned phase = 0;
     if (warp == 0) {  // the producer
         if (lane != 0) return;
+        int stage = 0, count = 0;
+        unsigned phase = 0;
         for (int s = 0; s < 2 * NL; s++) {
             const Layer &L = layers[s >> 1];
             const bool up = (s & 1) == 0;  // gate_up, else down
@@ -162,6 +164,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const unsigned units = up ? T1 * 2 * P1 : T2 * P2;
             for (unsigned u = atomicAdd(wk.grab + s, 1u); u < units; u = atomicAdd(wk.grab + s, 1u)) {
                 Meta m;
+                m.seg = s;
                 m.part = u %% parts;
                 m.half = up ? (u / parts) %% 2 : 0;
                 m.tile = up ? u / (2 * parts) : u / parts;
@@ -177,15 +180,18 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 bulk_copy(dst, w, m.ng * 1024u, &full[stage]);
                 bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
                 if (++stage == STAGES) stage = 0, phase ^= 1;
+                count++;
             }
-            mb_wait(&empty[stage], phase ^ 1);
-            meta[stage].ng = -1;
-            mb_arrive(&full[stage]);
-            if (++stage == STAGES) stage = 0, phase ^= 1;
+            *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
         return;
     }
+    // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
+    // sums end in its lanes (g, 0)), frees the stage, then runs the unit's epilogue while the other warps go on
     const int t = threadIdx.x - 32, cw = t >> 5, g = lane >> 2, tq = lane & 3;
+    int q = 0;
+    if (lane == 0) q = atomicAdd(&claim, 1);
+    q = __shfl_sync(~0u, q, 0);
     for (int s = 0; s < 2 * NL; s++) {
         const int l = s >> 1;
         const bool up = (s & 1) == 0;
@@ -224,18 +230,22 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
         const int nchunk = up ? HID / 64 : INTER / 64;
         const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
         for (;;) {
-            mb_wait(&full[stage], phase);
-            const Meta m = meta[stage];
-            if (m.ng < 0) {
-                __syncwarp();
-                if (lane == 0) mb_arrive(&empty[stage]);
-                if (++stage == STAGES) stage = 0, phase ^= 1;
-                break;
+            const int slot = q %% STAGES;
+            unsigned ready;
+            asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                         : "=r"(ready) : "r"(s32(&full[slot])), "r"((unsigned)(q / STAGES) & 1u) : "memory");
+            if (!ready) {
+                const int e = *(volatile int *)&seg_end[s];
+                if (e >= 0 && q >= e) break;  // the stage claimed is a later segment's: hold it
+                continue;
             }
-            const uint4 *wst = reinterpret_cast<const uint4 *>(ring + stage * STAGE_BYTES);
-            const unsigned *sst = reinterpret_cast<const unsigned *>(ring + stage * STAGE_BYTES + CODE_BYTES);
+            const Meta m = meta[slot];
+            if (m.seg != s) break;
+            const uint4 *wst = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES);
+            const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             float acc0 = 0.f, acc2 = 0.f;
-            for (int j = cw; j < m.ng; j += CONSUMERS) {
+#pragma unroll 4
+            for (int j = 0; j < m.ng; j++) {
                 const int gi = m.g0 + j;
                 int d[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -253,38 +263,25 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 acc0 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw & 0xFFFFu))) * sx, (float)v0, acc0);
                 acc2 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw >> 16))) * sx, (float)v2, acc2);
             }
-            if (tq == 0) {
-                red[stage][cw][g] = acc0;
-                red[stage][cw][g + 8] = acc2;
-            }
-            __threadfence_block();
-            __syncwarp();
-            int last = 0;
-            if (lane == 0) last = atomicAdd(&scnt[stage], 1) == CONSUMERS - 1;
-            last = __shfl_sync(~0u, last, 0);
-            if (!last) {
-                if (lane == 0) mb_arrive(&empty[stage]);
-                if (++stage == STAGES) stage = 0, phase ^= 1;
-                continue;
-            }
-            // the stage's last warp: the unit's 16 row sums in warp order, lanes 0..15
-            __threadfence_block();
-            float sum = 0.f;
-            if (lane < 16)
-                for (int w = 0; w < CONSUMERS; w++) sum += *(volatile float *)&red[stage][w][lane];
             __syncwarp();
             if (lane == 0) {
-                scnt[stage] = 0;
-                mb_arrive(&empty[stage]);
+                mb_arrive(&empty[slot]);
+                q = atomicAdd(&claim, 1);  // the next stage, claimed before this unit's epilogue
             }
-            if (++stage == STAGES) stage = 0, phase ^= 1;
+            q = __shfl_sync(~0u, q, 0);
+            // the unit's epilogue: its row sums into the workspace; the tile's last unit finishes the tile
+            int fin = 0;
             if (up) {
                 float *ws = wk.ws1 + (long long)m.tile * 2 * P1 * 16;
-                if (lane < 16) ws[(m.half * P1 + m.part) * 16 + lane] = sum;
-                __threadfence();
+                if (tq == 0) {
+                    ws[(m.half * P1 + m.part) * 16 + g] = acc0;
+                    ws[(m.half * P1 + m.part) * 16 + g + 8] = acc2;
+                }
                 __syncwarp();
-                int fin = 0;
-                if (lane == 0) fin = atomicAdd(wk.tc1 + m.tile, 1) == 2 * P1 - 1;
+                if (lane == 0) {
+                    __threadfence();
+                    fin = atomicAdd(wk.tc1 + m.tile, 1) == 2 * P1 - 1;
+                }
                 if (!__shfl_sync(~0u, fin, 0)) continue;
                 __threadfence();
                 if (lane < 16) {  // SwiGLU on the tile's rows, gate and up each rounded to bf16 first
@@ -293,11 +290,13 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                     const float gv = bf16r(gs), uv = bf16r(us);
                     wk.a[m.tile * 16 + lane] = __float2bfloat16_rn(gv / (1.f + expf(-gv)) * uv);
                 }
-                if (lane == 0) wk.tc1[m.tile] = 0;
-                __threadfence();
                 __syncwarp();
                 const int grp = m.tile >> 3;  // the last of a 128-group's 8 tiles makes the group's form
-                if (lane == 0) fin = atomicAdd(wk.gc + grp, 1) == 7;
+                if (lane == 0) {
+                    wk.tc1[m.tile] = 0;
+                    __threadfence();
+                    fin = atomicAdd(wk.gc + grp, 1) == 7;
+                }
                 if (!__shfl_sync(~0u, fin, 0)) continue;
                 __threadfence();
                 float a8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -305,14 +304,17 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 if (lane < 16) ninfer::unpack8<bf16>(__ldcg(reinterpret_cast<const uint4 *>(wk.a) + v), a8);
                 ninfer::fixed_group16(a8, v, lane < 16, wk.xq2, wk.xg2, INTER);
                 if (lane == 0) wk.gc[grp] = 0;
-                __threadfence();
             } else {
                 float *ws = wk.ws2 + (long long)m.tile * P2 * 16;
-                if (lane < 16) ws[m.part * 16 + lane] = sum;
-                __threadfence();
+                if (tq == 0) {
+                    ws[m.part * 16 + g] = acc0;
+                    ws[m.part * 16 + g + 8] = acc2;
+                }
                 __syncwarp();
-                int fin = 0;
-                if (lane == 0) fin = atomicAdd(wk.tc2 + m.tile, 1) == P2 - 1;
+                if (lane == 0) {
+                    __threadfence();
+                    fin = atomicAdd(wk.tc2 + m.tile, 1) == P2 - 1;
+                }
                 if (!__shfl_sync(~0u, fin, 0)) continue;
                 __threadfence();
                 if (lane < 16) {  // down's row, rounded to bf16, plus the residual, rounded as add_rms_norm stores h
@@ -323,7 +325,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                     wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
                 }
                 if (lane == 0) wk.tc2[m.tile] = 0;
-                __threadfence();
             }
         }
     }
