@@ -12,17 +12,21 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
 
 - **Units.** A unit is one 16-row tile's run of up to UG weight groups of 128 k (16 KB of int4 codes and their
   scales): gate_up's tiles (K = H) in P1 parts, down's (K = I) in P2. Warp 0's lane 0 takes each GEMV's next unit
-  from a count in global memory whenever the ring has a free stage, copies its codes and scales with
-  cp.async.bulk, and runs ahead across GEMVs and layers (the weights depend on nothing).
-- **Products.** The consumer warps split a stage's groups: the int4 fixed-point products of ninfer's one-token GEMV
-  (qgemv.cu qmv1f: two IMMA m16n8k32 a 64-k chunk, the token's 16-bit form in hi / lo bytes from shared memory, one
-  scale a group). Their sums meet in shared memory in warp order; the last warp to finish the stage writes the
-  unit's 16 row sums to a workspace, and the last unit of a tile (a count a tile) adds the parts in order and runs
-  the epilogue: SwiGLU (gate and up rounded to bf16 first, as today's kernels store them), then, by the last of a
-  128-group's 8 tiles, that group's fixed-point form for down; down's sums plus the residual, the new residual row.
+  from a count in global memory (asking for the next while it copies this one) whenever the ring has a free stage,
+  copies its codes and scales with cp.async.bulk, and runs ahead across GEMVs and layers (the weights depend on
+  nothing).
+- **Products.** Each consumer warp claims the block's next stage (in order, a count in shared memory) and multiplies
+  its whole unit alone: the int4 fixed-point products of ninfer's one-token GEMV (qgemv.cu qmv1f: two IMMA m16n8k32
+  a 64-k chunk, the token's 16-bit form in hi / lo bytes from shared memory, one scale a group). It frees the stage,
+  claims the next, and runs the unit's epilogue while the other warps go on: the unit's 16 row sums into a
+  workspace, and where it is a tile's last unit (a count a tile) the parts added in order, then SwiGLU (gate and up
+  rounded to bf16 first, as today's kernels store them) and, by the last of a 128-group's 8 tiles, that group's
+  fixed-point form for down; or down's row plus the residual, the new residual row.
 - **Waits.** Before gate_up and before down, the consumers of every block meet at a grid barrier. After the first,
   every block makes the RMSNorm of the residual row and its fixed-point form itself (the same bits in every block),
   into shared memory; after the second, it copies down's form from L2 into shared memory. Two barriers a layer.
+  A warp whose claimed stage belongs to a later GEMV (its unit's segment, or the producer's count where the GEMV
+  ended) keeps it for after the barrier.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
@@ -162,7 +166,9 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const bool up = (s & 1) == 0;  // gate_up, else down
             const int parts = up ? P1 : P2, ng_all = up ? NG1 : NG2, nchunk = up ? HID / 64 : INTER / 64;
             const unsigned units = up ? T1 * 2 * P1 : T2 * P2;
-            for (unsigned u = atomicAdd(wk.grab + s, 1u); u < units; u = atomicAdd(wk.grab + s, 1u)) {
+            unsigned u = atomicAdd(wk.grab + s, 1u);
+            while (u < units) {
+                const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
                 Meta m;
                 m.seg = s;
                 m.part = u %% parts;
@@ -181,6 +187,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
                 if (++stage == STAGES) stage = 0, phase ^= 1;
                 count++;
+                u = next;
             }
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
@@ -196,14 +203,33 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
         const int l = s >> 1;
         const bool up = (s & 1) == 0;
         const bf16 *hin = wk.h + (l & 1) * HID;
-        if (s > 0) grid_barrier(wk.bar + s - 1, t);
-        if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block)
-            float ss = 0.f;
-            for (int v = t; v < HID / 8; v += CONSUMERS * 32) {
-                float a[8];
-                ninfer::unpack8<bf16>(__ldcg(reinterpret_cast<const uint4 *>(hin) + v), a);
+        uint4 nwv[(HID / 8 + CONSUMERS * 32 - 1) / (CONSUMERS * 32)];  // the norm weight, loaded before the barrier
+        constexpr int NV = sizeof(nwv) / sizeof(uint4);
+        if (up) {
 #pragma unroll
-                for (int i = 0; i < 8; i++) ss = fmaf(a[i], a[i], ss);
+            for (int k = 0; k < NV; k++) {
+                const int v = t + k * CONSUMERS * 32;
+                if (v < HID / 8) nwv[k] = __ldg(reinterpret_cast<const uint4 *>(layers[l].nw) + v);
+            }
+        }
+        if (s > 0) grid_barrier(wk.bar + s - 1, t);
+        if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
+            uint4 hv[NV];
+            float ss = 0.f;
+#pragma unroll
+            for (int k = 0; k < NV; k++) {
+                const int v = t + k * CONSUMERS * 32;
+                if (v < HID / 8) hv[k] = __ldcg(reinterpret_cast<const uint4 *>(hin) + v);
+            }
+#pragma unroll
+            for (int k = 0; k < NV; k++) {
+                const int v = t + k * CONSUMERS * 32;
+                if (v < HID / 8) {
+                    float a[8];
+                    ninfer::unpack8<bf16>(hv[k], a);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) ss = fmaf(a[i], a[i], ss);
+                }
             }
 #pragma unroll
             for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
@@ -212,14 +238,16 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             ss = 0.f;
             for (int w = 0; w < CONSUMERS; w++) ss += rsum[w];
             const float rs = rsqrtf(ss / (float)HID + EPS);
-            for (int grp = cw; grp < NG1; grp += CONSUMERS) {  // a warp a group, 4 values a lane
-                const uint2 hv = __ldcg(reinterpret_cast<const uint2 *>(hin + grp * 128) + lane);
-                const uint2 wv = __ldg(reinterpret_cast<const uint2 *>(layers[l].nw + grp * 128) + lane);
-                const bf16 *he = reinterpret_cast<const bf16 *>(&hv), *we = reinterpret_cast<const bf16 *>(&wv);
-                float a[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) a[i] = bf16r(__bfloat162float(he[i]) * rs * __bfloat162float(we[i]));
-                ninfer::fixed_group32(a, grp, xs, xgs, HID);
+            for (int k = 0; k < NV; k++) {  // values 8 v .. 8 v + 7, v's group v / 16: 16 lanes a group
+                const int v = t + k * CONSUMERS * 32;
+                if (k * CONSUMERS * 32 + cw * 32 >= HID / 8) break;  // warp-uniform (HID / 8 a multiple of 32)
+                float a[8], w8[8];
+                ninfer::unpack8<bf16>(hv[k], a);
+                ninfer::unpack8<bf16>(nwv[k], w8);
+#pragma unroll
+                for (int i = 0; i < 8; i++) a[i] = bf16r(a[i] * rs * w8[i]);
+                ninfer::fixed_group16(a, v, true, xs, xgs, HID);
             }
         } else {  // down's input form (made by gate_up's epilogues), from L2 into xs / xgs
             const uint4 *src = reinterpret_cast<const uint4 *>(wk.xq2);
