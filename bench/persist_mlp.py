@@ -47,6 +47,8 @@ from timing import graph_us  # noqa: E402
 STAGES = int(os.environ.get("NINFER_PM_STAGES", "10"))  # ring stages a block (16.5 KB each)
 CONSUMERS = int(os.environ.get("NINFER_PM_CONSUMERS", "10"))  # consumer warps a block (<= STAGES)
 UG = int(os.environ.get("NINFER_PM_UG", "16"))  # most groups of 128 k a unit (16: 16 KB of int4 codes)
+# measurements only (outputs wrong): 1 the consumers skip the products, 2 also the epilogues
+DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
 
 SOURCE = r"""
 #include <ninfer/fixed_point.cuh>
@@ -65,6 +67,7 @@ SOURCE = r"""
 #define T1 (INTER / 16)
 #define T2 (HID / 16)
 #define EPS %(eps)ff
+#define DIAG %(diag)d
 
 typedef __nv_bfloat16 bf16;
 
@@ -273,7 +276,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             float acc0 = 0.f, acc2 = 0.f;
 #pragma unroll 4
-            for (int j = 0; j < m.ng; j++) {
+            for (int j = 0; j < (DIAG ? 0 : m.ng); j++) {
                 const int gi = m.g0 + j;
                 int d[4] = {0, 0, 0, 0};
 #pragma unroll
@@ -297,6 +300,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 q = atomicAdd(&claim, 1);  // the next stage, claimed before this unit's epilogue
             }
             q = __shfl_sync(~0u, q, 0);
+            if (DIAG == 2) continue;
             // the unit's epilogue: its row sums into the workspace; the tile's last unit finishes the tile
             int fin = 0;
             if (up) {
@@ -366,7 +370,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     src = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                        eps=eps)
+                        eps=eps, diag=DIAG)
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     smem = STAGES * (UG * 1024 + UG * 32) + 2 * max(h, inter) + max(h, inter) // 128 * 8
