@@ -80,17 +80,17 @@ struct Layer {  // one MLP block's tiled weights (qgemv.cu's layout) and its nor
 };
 struct Work {
     bf16 *h;        // [2][HID]: layer l's residual row in h[l & 1], its output in h[(l + 1) & 1]
-    bf16 *a;        // [INTER]: SwiGLU's output row
     unsigned char *xq2;  // down's input form: [2][INTER] hi / lo bytes in k_order
     int2 *xg2;      // [NG2]
     float *ws1;     // gate_up's unit sums: [T1][2][P1][16]
     float *ws2;     // down's: [T2][P2][16]
-    int *tc1, *tc2; // a count a tile (T1, T2), the last unit's sets it back to 0
-    int *gc;        // a count a 128-group of SwiGLU's output (NG2)
+    int *tc2;       // a count a down tile (T2); the last unit's sets it back to 0
+    int *gc;        // a count a 128-group of SwiGLU's output (NG2), likewise
     unsigned *bar;  // [2 NL] the grid barriers' counts (zeroed before the launch)
     unsigned *grab; // [2 NL] each GEMV's next unit (zeroed before the launch)
 };
-struct Meta { int seg, tile, half, part, g0, ng; };  // a stage's unit: segment (2 a layer), tile, ...
+struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
+                                                          // (2 a layer), tile, gate / up, part, groups
 
 __device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
@@ -135,6 +135,69 @@ __device__ __forceinline__ void imma(int (&d)[4], unsigned a0, unsigned a1, unsi
 }
 __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+// a unit's epilogue, by the warp that multiplied it (its 16 row sums in lanes (g, 0): rows g, g + 8): the sums into
+// the workspace; the last unit of a 128-group of SwiGLU's output (8 tiles x gate / up x P1 parts) makes the group's
+// SwiGLU and its fixed-point form for down; the last of a down tile's P2 parts, the tile's rows plus the residual
+__device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf16 *hin, float acc0, float acc2,
+                                         const Work &wk, int lane, int g, int tq) {
+    int fin = 0;
+    if (up) {
+        float *ws = wk.ws1 + (long long)m.tile * 2 * P1 * 16;
+        if (tq == 0) {
+            ws[(m.half * P1 + m.part) * 16 + g] = acc0;
+            ws[(m.half * P1 + m.part) * 16 + g + 8] = acc2;
+        }
+        __syncwarp();
+        const int grp = m.tile >> 3;
+        if (lane == 0) {
+            __threadfence();
+            fin = atomicAdd(wk.gc + grp, 1) == 16 * P1 - 1;
+        }
+        if (!__shfl_sync(~0u, fin, 0)) return;
+        __threadfence();
+        // lane l: rows 4 l .. 4 l + 3 of the group (tile grp * 8 + l / 4, rows 4 (l %% 4) ..), gate and up each rounded to
+        // bf16 first, as today's kernels store them; then the group's form (fixed_group32: 4 values a lane)
+        const float *wt = wk.ws1 + (long long)(grp * 8 + lane / 4) * 2 * P1 * 16 + 4 * (lane & 3);
+        float gs[4] = {0.f, 0.f, 0.f, 0.f}, us[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int p = 0; p < P1; p++) {
+            const float4 a = __ldcg(reinterpret_cast<const float4 *>(wt + p * 16));
+            const float4 b = __ldcg(reinterpret_cast<const float4 *>(wt + (P1 + p) * 16));
+            gs[0] += a.x, gs[1] += a.y, gs[2] += a.z, gs[3] += a.w;
+            us[0] += b.x, us[1] += b.y, us[2] += b.z, us[3] += b.w;
+        }
+        float v[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float gv = bf16r(gs[i]), uv = bf16r(us[i]);
+            v[i] = bf16r(gv / (1.f + expf(-gv)) * uv);
+        }
+        ninfer::fixed_group32(v, grp, wk.xq2, wk.xg2, INTER);
+        if (lane == 0) wk.gc[grp] = 0;
+    } else {
+        float *ws = wk.ws2 + (long long)m.tile * P2 * 16;
+        if (tq == 0) {
+            ws[m.part * 16 + g] = acc0;
+            ws[m.part * 16 + g + 8] = acc2;
+        }
+        __syncwarp();
+        if (lane == 0) {
+            __threadfence();
+            fin = atomicAdd(wk.tc2 + m.tile, 1) == P2 - 1;
+        }
+        if (!__shfl_sync(~0u, fin, 0)) return;
+        __threadfence();
+        if (lane < 16) {  // down's row, rounded to bf16, plus the residual, rounded as add_rms_norm stores h
+            float ys = 0.f;
+            for (int p = 0; p < P2; p++) ys += __ldcg(ws + p * 16 + lane);
+            const int row = m.tile * 16 + lane;
+            const float hv = __bfloat162float(__ldcg(hin + row));
+            wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
+        }
+        if (lane == 0) wk.tc2[m.tile] = 0;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
     static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
@@ -154,6 +217,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
         for (int i = 0; i < STAGES; i++) {
             mb_init(&full[i], 1);
             mb_init(&empty[i], 1);
+            meta[i].seq = -1;
         }
         for (int i = 0; i < 2 * NL; i++) seg_end[i] = -1;
         claim = 0;
@@ -173,10 +237,17 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             while (u < units) {
                 const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
                 Meta m;
+                m.seq = count;
                 m.seg = s;
                 m.part = u %% parts;
-                m.half = up ? (u / parts) %% 2 : 0;
-                m.tile = up ? u / (2 * parts) : u / parts;
+                if (up) {  // group-major: a 128-group of SwiGLU's output is 8 tiles x gate / up x P1 parts
+                    const unsigned r = u %% (16 * P1);
+                    m.tile = u / (16 * P1) * 8 + r / (2 * P1);
+                    m.half = (r / P1) %% 2;
+                } else {
+                    m.tile = u / parts;
+                    m.half = 0;
+                }
                 m.g0 = m.part * ng_all / parts;
                 m.ng = (m.part + 1) * ng_all / parts - m.g0;
                 const int T = m.tile + m.half * T1;
@@ -262,8 +333,11 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
         const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
         for (;;) {
             const int slot = q %% STAGES;
-            unsigned ready;
-            asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+            // the stage is q's fill once the producer has issued it (its number in meta) and its bytes are in: a
+            // phase test alone could pass on the slot's fill before last, when that one is still in flight
+            unsigned ready = 0;
+            if (*(volatile int *)&meta[slot].seq == q)
+                asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
                          : "=r"(ready) : "r"(s32(&full[slot])), "r"((unsigned)(q / STAGES) & 1u) : "memory");
             if (!ready) {
                 const int e = *(volatile int *)&seg_end[s];
@@ -295,69 +369,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 acc2 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw >> 16))) * sx, (float)v2, acc2);
             }
             __syncwarp();
-            if (lane == 0) {
-                mb_arrive(&empty[slot]);
-                q = atomicAdd(&claim, 1);  // the next stage, claimed before this unit's epilogue
-            }
+            if (lane == 0) mb_arrive(&empty[slot]);
+            if (DIAG != 2) epilogue(m, l, up, hin, acc0, acc2, wk, lane, g, tq);
+            if (lane == 0) q = atomicAdd(&claim, 1);  // the next stage, once this unit is done
             q = __shfl_sync(~0u, q, 0);
-            if (DIAG == 2) continue;
-            // the unit's epilogue: its row sums into the workspace; the tile's last unit finishes the tile
-            int fin = 0;
-            if (up) {
-                float *ws = wk.ws1 + (long long)m.tile * 2 * P1 * 16;
-                if (tq == 0) {
-                    ws[(m.half * P1 + m.part) * 16 + g] = acc0;
-                    ws[(m.half * P1 + m.part) * 16 + g + 8] = acc2;
-                }
-                __syncwarp();
-                if (lane == 0) {
-                    __threadfence();
-                    fin = atomicAdd(wk.tc1 + m.tile, 1) == 2 * P1 - 1;
-                }
-                if (!__shfl_sync(~0u, fin, 0)) continue;
-                __threadfence();
-                if (lane < 16) {  // SwiGLU on the tile's rows, gate and up each rounded to bf16 first
-                    float gs = 0.f, us = 0.f;
-                    for (int p = 0; p < P1; p++) gs += __ldcg(ws + p * 16 + lane), us += __ldcg(ws + (P1 + p) * 16 + lane);
-                    const float gv = bf16r(gs), uv = bf16r(us);
-                    wk.a[m.tile * 16 + lane] = __float2bfloat16_rn(gv / (1.f + expf(-gv)) * uv);
-                }
-                __syncwarp();
-                const int grp = m.tile >> 3;  // the last of a 128-group's 8 tiles makes the group's form
-                if (lane == 0) {
-                    wk.tc1[m.tile] = 0;
-                    __threadfence();
-                    fin = atomicAdd(wk.gc + grp, 1) == 7;
-                }
-                if (!__shfl_sync(~0u, fin, 0)) continue;
-                __threadfence();
-                float a8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-                const int v = grp * 16 + (lane & 15);
-                if (lane < 16) ninfer::unpack8<bf16>(__ldcg(reinterpret_cast<const uint4 *>(wk.a) + v), a8);
-                ninfer::fixed_group16(a8, v, lane < 16, wk.xq2, wk.xg2, INTER);
-                if (lane == 0) wk.gc[grp] = 0;
-            } else {
-                float *ws = wk.ws2 + (long long)m.tile * P2 * 16;
-                if (tq == 0) {
-                    ws[m.part * 16 + g] = acc0;
-                    ws[m.part * 16 + g + 8] = acc2;
-                }
-                __syncwarp();
-                if (lane == 0) {
-                    __threadfence();
-                    fin = atomicAdd(wk.tc2 + m.tile, 1) == P2 - 1;
-                }
-                if (!__shfl_sync(~0u, fin, 0)) continue;
-                __threadfence();
-                if (lane < 16) {  // down's row, rounded to bf16, plus the residual, rounded as add_rms_norm stores h
-                    float ys = 0.f;
-                    for (int p = 0; p < P2; p++) ys += __ldcg(ws + p * 16 + lane);
-                    const int row = m.tile * 16 + lane;
-                    const float hv = __bfloat162float(__ldcg(hin + row));
-                    wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
-                }
-                if (lane == 0) wk.tc2[m.tile] = 0;
-            }
         }
     }
 }
@@ -416,18 +431,16 @@ def main():
                  gpu.tile_params(dn)[0].data_ptr(), nw.data_ptr()] for gu, dn, nw in ls]
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
-    fields = ("h", "a", "xq2", "xg2", "ws1", "ws2", "tc1", "tc2", "gc", "bar", "grab")  # the kernel's Work
+    fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab")  # the kernel's Work
 
     def persistent(ls, h0):
         n = len(ls)
         mod, smem, p1, p2 = build(H, I_, n, eps, dev)
         tab = table(ls)
         bufs = dict(h=torch.zeros(2, H, dtype=torch.bfloat16, device=dev),
-                    a=torch.zeros(I_, dtype=torch.bfloat16, device=dev),
                     xq2=torch.zeros(2 * I_, dtype=torch.uint8, device=dev),
                     xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
                     ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
-                    tc1=torch.zeros(I_ // 16, dtype=torch.int32, device=dev),
                     tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
                     gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
                     bar=torch.zeros(2 * n, dtype=torch.int32, device=dev),
