@@ -49,6 +49,9 @@ CONSUMERS = int(os.environ.get("NINFER_PM_CONSUMERS", "10"))  # consumer warps a
 UG = int(os.environ.get("NINFER_PM_UG", "16"))  # most groups of 128 k a unit (16: 16 KB of int4 codes)
 # measurements only (outputs wrong): 1 the consumers skip the products, 2 also the epilogues
 DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
+# 1: no grid barrier before down: each down unit waits for its own 128-groups' forms (a flag a group, set by the
+# group's SwiGLU epilogue with the layer it is of) and copies them into its warp's shared memory
+FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
 
 SOURCE = r"""
 #include <ninfer/fixed_point.cuh>
@@ -68,6 +71,8 @@ SOURCE = r"""
 #define T2 (HID / 16)
 #define EPS %(eps)ff
 #define DIAG %(diag)d
+#define FLOW %(flow)d
+#define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
 
@@ -88,6 +93,7 @@ struct Work {
     int *gc;        // a count a 128-group of SwiGLU's output (NG2), likewise
     unsigned *bar;  // [2 NL] the grid barriers' counts (zeroed before the launch)
     unsigned *grab; // [2 NL] each GEMV's next unit (zeroed before the launch)
+    int *gflag;     // FLOW: [NG2] the last layer + 1 whose SwiGLU form of the group is written (zeroed likewise)
 };
 struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
                                                           // (2 a layer), tile, gate / up, part, groups
@@ -174,6 +180,11 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         }
         ninfer::fixed_group32(v, grp, wk.xq2, wk.xg2, INTER);
         if (lane == 0) wk.gc[grp] = 0;
+        if (FLOW) {  // the group's form is written: flag it with its layer (release after every lane's stores)
+            __threadfence();
+            __syncwarp();
+            if (lane == 0) asm volatile("st.release.gpu.global.b32 [%%0], %%1;" ::"l"(wk.gflag + grp), "r"(l + 1) : "memory");
+        }
     } else {
         float *ws = wk.ws2 + (long long)m.tile * P2 * 16;
         if (tq == 0) {
@@ -205,7 +216,9 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char *ring = smem;                                        // STAGES x STAGE_BYTES
     unsigned char *xs = smem + STAGES * STAGE_BYTES;                   // the GEMV's input form: [2][K] bytes
-    int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * (INTER > HID ? INTER : HID));  // [K / 128]
+    constexpr int KX = FLOW || HID > INTER ? HID : INTER;              // FLOW: gate_up's form only
+    int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * KX);                  // [K / 128]
+    unsigned char *wbuf = xs + 2 * KX + KX / 128 * 8;                   // FLOW: CONSUMERS x WBUF
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ Meta meta[STAGES];
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
@@ -244,8 +257,9 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                     const unsigned r = u %% (16 * P1);
                     m.tile = u / (16 * P1) * 8 + r / (2 * P1);
                     m.half = (r / P1) %% 2;
-                } else {
-                    m.tile = u / parts;
+                } else {  // FLOW: part-major, so down's first units need SwiGLU's first groups
+                    m.tile = FLOW ? u %% T2 : u / parts;
+                    m.part = FLOW ? u / T2 : m.part;
                     m.half = 0;
                 }
                 m.g0 = m.part * ng_all / parts;
@@ -286,7 +300,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 if (v < HID / 8) nwv[k] = __ldg(reinterpret_cast<const uint4 *>(layers[l].nw) + v);
             }
         }
-        if (s > 0) grid_barrier(wk.bar + s - 1, t);
+        if (s > 0 && (up || !FLOW)) grid_barrier(wk.bar + s - 1, t);
         if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
             uint4 hv[NV];
             float ss = 0.f;
@@ -323,12 +337,12 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 for (int i = 0; i < 8; i++) a[i] = bf16r(a[i] * rs * w8[i]);
                 ninfer::fixed_group16(a, v, true, xs, xgs, HID);
             }
-        } else {  // down's input form (made by gate_up's epilogues), from L2 into xs / xgs
+        } else if (!FLOW) {  // down's input form (made by gate_up's epilogues), from L2 into xs / xgs
             const uint4 *src = reinterpret_cast<const uint4 *>(wk.xq2);
             for (int v = t; v < 2 * INTER / 16; v += CONSUMERS * 32) reinterpret_cast<uint4 *>(xs)[v] = __ldcg(src + v);
             for (int v = t; v < NG2; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg2 + v);
         }
-        cons_sync();
+        if (up || !FLOW) cons_sync();
         const int nchunk = up ? HID / 64 : INTER / 64;
         const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
         for (;;) {
@@ -348,20 +362,41 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             if (m.seg != s) break;
             const uint4 *wst = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES);
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
+            const uint4 *xu = xb + 2 * m.g0 * 4;  // the unit's first chunk of the form, and its groups' sx / sums
+            const int2 *gu = xgs + m.g0;
+            if (FLOW && !up) {  // wait for the unit's groups of SwiGLU's form, then copy them into this warp's buffer
+                unsigned char *wb = wbuf + cw * WBUF;
+                if (lane < m.ng) {
+                    int v;
+                    do {
+                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(wk.gflag + m.g0 + lane) : "memory");
+                    } while (v < l + 1);
+                }
+                __syncwarp();
+                __threadfence();
+                for (int i = lane; i < 16 * m.ng; i += 32) {  // plane i / (8 ng), 16 bytes r of its groups' 128 ng
+                    const int p = i / (8 * m.ng), r = i - p * 8 * m.ng;
+                    reinterpret_cast<uint4 *>(wb)[p * UG * 8 + r] =
+                        __ldcg(reinterpret_cast<const uint4 *>(wk.xq2 + p * INTER + m.g0 * 128) + r);
+                }
+                if (lane < m.ng) reinterpret_cast<int2 *>(wb + UG * 256)[lane] = __ldcg(wk.xg2 + m.g0 + lane);
+                __syncwarp();
+                xu = reinterpret_cast<const uint4 *>(wb) + (g & 1) * UG * 8 + tq;
+                gu = reinterpret_cast<const int2 *>(wb + UG * 256);
+            }
             float acc0 = 0.f, acc2 = 0.f;
 #pragma unroll 4
             for (int j = 0; j < (DIAG ? 0 : m.ng); j++) {
-                const int gi = m.g0 + j;
                 int d[4] = {0, 0, 0, 0};
 #pragma unroll
                 for (int u = 0; u < 2; u++) {
                     const uint4 w = wst[(2 * j + u) * 32 + lane];
-                    const uint4 xv = xb[(2 * gi + u) * 4];
+                    const uint4 xv = xu[(2 * j + u) * 4];
                     const unsigned M = 0x0F0F0F0Fu;
                     imma(d, w.x & M, (w.x >> 4) & M, w.y & M, (w.y >> 4) & M, xv.x, xv.y);
                     imma(d, w.z & M, (w.z >> 4) & M, w.w & M, (w.w >> 4) & M, xv.z, xv.w);
                 }
-                const int2 gx = xgs[gi];
+                const int2 gx = gu[j];
                 const unsigned sw = sst[j * 8 + g];
                 const float sx = __int_as_float(gx.x);
                 const int v0 = d[0] * 256 + d[1] - 8 * gx.y, v2 = d[2] * 256 + d[3] - 8 * gx.y;
@@ -385,10 +420,11 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     src = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                        eps=eps, diag=DIAG)
+                        eps=eps, diag=DIAG, flow=FLOW)
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
-    smem = STAGES * (UG * 1024 + UG * 32) + 2 * max(h, inter) + max(h, inter) // 128 * 8
+    kx = h if FLOW else max(h, inter)
+    smem = STAGES * (UG * 1024 + UG * 32) + 2 * kx + kx // 128 * 8 + (CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0)
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
 
@@ -431,7 +467,7 @@ def main():
                  gpu.tile_params(dn)[0].data_ptr(), nw.data_ptr()] for gu, dn, nw in ls]
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
-    fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab")  # the kernel's Work
+    fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag")  # the kernel's Work
 
     def persistent(ls, h0):
         n = len(ls)
@@ -442,11 +478,9 @@ def main():
                     xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
                     ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
                     tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
-                    gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
-                    bar=torch.zeros(2 * n, dtype=torch.int32, device=dev),
-                    grab=torch.zeros(2 * n, dtype=torch.int32, device=dev))
-        counts = torch.cat([bufs["bar"], bufs["grab"]])  # one zeroing a launch
-        bufs["bar"], bufs["grab"] = counts[: 2 * n], counts[2 * n:]
+                    gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev))
+        counts = torch.zeros(4 * n + I_ // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
+        bufs["bar"], bufs["grab"], bufs["gflag"] = counts[: 2 * n], counts[2 * n: 4 * n], counts[4 * n:]
         wk = torch.tensor([bufs[f].data_ptr() for f in fields], dtype=torch.int64, device=dev)
 
         def run():
