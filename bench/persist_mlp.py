@@ -47,7 +47,8 @@ from timing import graph_us  # noqa: E402
 STAGES = int(os.environ.get("NINFER_PM_STAGES", "10"))  # ring stages a block (16.5 KB each)
 CONSUMERS = int(os.environ.get("NINFER_PM_CONSUMERS", "10"))  # consumer warps a block (<= STAGES)
 UG = int(os.environ.get("NINFER_PM_UG", "16"))  # most groups of 128 k a unit (16: 16 KB of int4 codes)
-# measurements only (outputs wrong): 1 the consumers skip the products, 2 also the epilogues
+# measurements only (outputs wrong): 1 the consumers skip the products, 2 also the epilogues; 3 no grid barriers and
+# no norm or form copy (the products and epilogues kept)
 DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
 # 1: no grid barrier before down: each down unit waits for its own 128-groups' forms (a flag a group, set by the
 # group's SwiGLU epilogue with the layer it is of) and copies them into its warp's shared memory
@@ -300,8 +301,9 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 if (v < HID / 8) nwv[k] = __ldg(reinterpret_cast<const uint4 *>(layers[l].nw) + v);
             }
         }
-        if (s > 0 && (up || !FLOW)) grid_barrier(wk.bar + s - 1, t);
-        if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
+        if (s > 0 && (up || !FLOW) && DIAG != 3) grid_barrier(wk.bar + s - 1, t);
+        if (DIAG == 3) {
+        } else if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
             uint4 hv[NV];
             float ss = 0.f;
 #pragma unroll
@@ -386,7 +388,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             }
             float acc0 = 0.f, acc2 = 0.f;
 #pragma unroll 4
-            for (int j = 0; j < (DIAG ? 0 : m.ng); j++) {
+            for (int j = 0; j < (DIAG == 1 || DIAG == 2 ? 0 : m.ng); j++) {
                 int d[4] = {0, 0, 0, 0};
 #pragma unroll
                 for (int u = 0; u < 2; u++) {
