@@ -60,6 +60,30 @@ CONSUMERS = int(os.environ.get("NINFER_CB_CONSUMERS", "7"))  # consumer warps a 
 WORK = int(os.environ.get("NINFER_CB_WORK", "0"))  # clock cycles each consumer warp spins a stage it read (dynamic rows)
 PRODUCTS = int(os.environ.get("NINFER_CB_PRODUCTS", "0"))  # the dynamic rows' consumers run IMMA products: 1 int4, 2 int8
 
+# the mbarrier and bulk-copy helpers of the persistent kernels (bench/persist_mlp.py takes them too)
+MBARRIERS = r"""
+__device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(s32(b)), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mb_wait(unsigned long long *b, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(s32(b)), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(unsigned long long *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(s32(b)) : "memory");
+}
+__device__ __forceinline__ void mb_expect(unsigned long long *b, unsigned tx) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(s32(b)), "r"(tx) : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned n, unsigned long long *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(s32(dst)), "l"(src), "r"(n), "r"(s32(b)) : "memory");
+}
+"""
+
 # the separate launches are bench/pdl_handoff.py's kernels: stream_chunks (a GEMV-like read, one load before the PDL
 # wait) and empty_kernel (a small op's launch with no work: wait, trigger, exit)
 SOURCE = r"""
@@ -85,26 +109,6 @@ struct Seg {
     long long spin;        // clock cycles every block's consumers wait before the segment (a small op's work)
 };
 
-__device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%%0], %%1;" ::"r"(s32(b)), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mb_wait(unsigned long long *b, unsigned parity) {
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
-                     : "=r"(done) : "r"(s32(b)), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void mb_arrive(unsigned long long *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" ::"r"(s32(b)) : "memory");
-}
-__device__ __forceinline__ void mb_expect(unsigned long long *b, unsigned tx) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" ::"r"(s32(b)), "r"(tx) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned n, unsigned long long *b) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
-                 ::"r"(s32(dst)), "l"(src), "r"(n), "r"(s32(b)) : "memory");
-}
 __device__ __forceinline__ void ring_init(unsigned long long *full, unsigned long long *empty) {  // thread 0
     for (int i = 0; i < STAGES; i++) {
         mb_init(&full[i], 1);
@@ -424,7 +428,7 @@ def main():
     print(f"GPU: {props.name}, {sms} SMs, copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     from pdl_handoff import SOURCE as HANDOFF
 
-    src = HANDOFF + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT,
+    src = HANDOFF + MBARRIERS + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT,
                                   work=WORK, products=PRODUCTS)
     cubin, _ = compile_cubin(src, "chain_bound", "sm_90")
     mod = Module(cubin, dev.index or 0, "chain_bound", pdl_arch="sm_90")

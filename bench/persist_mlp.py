@@ -55,7 +55,6 @@ DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
 FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
 
 SOURCE = r"""
-#include <ninfer/fixed_point.cuh>
 #define STAGES %(stages)d
 #define CONSUMERS %(consumers)d
 #define UG %(ug)d
@@ -99,26 +98,6 @@ struct Work {
 struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
                                                           // (2 a layer), tile, gate / up, part, groups
 
-__device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%%0], %%1;" ::"r"(s32(b)), "r"(n) : "memory");
-}
-__device__ __forceinline__ void mb_wait(unsigned long long *b, unsigned parity) {
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
-                     : "=r"(done) : "r"(s32(b)), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void mb_arrive(unsigned long long *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%%0];" ::"r"(s32(b)) : "memory");
-}
-__device__ __forceinline__ void mb_expect(unsigned long long *b, unsigned tx) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%%0], %%1;" ::"r"(s32(b)), "r"(tx) : "memory");
-}
-__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned n, unsigned long long *b) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%%0], [%%1], %%2, [%%3];"
-                 ::"r"(s32(dst)), "l"(src), "r"(n), "r"(s32(b)) : "memory");
-}
 __device__ __forceinline__ void cons_sync() { asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory"); }
 // every block's consumers meet: each block counts itself in *count (release), waits until all have (acquire)
 __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
@@ -417,12 +396,15 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
 
 
 def build(h: int, inter: int, layers: int, eps: float, dev):
+    from chain_bound import MBARRIERS  # the mbarrier and bulk-copy helpers
+
     from ninfer.kernels.launch import Module
     from ninfer.kernels.nvrtc import compile_cubin
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
-    src = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                        eps=eps, diag=DIAG, flow=FLOW)
+    body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
+                         eps=eps, diag=DIAG, flow=FLOW)
+    src = "#include <ninfer/fixed_point.cuh>\n" + MBARRIERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     kx = h if FLOW else max(h, inter)
