@@ -17,16 +17,21 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   nothing).
 - **Products.** Each consumer warp claims the block's next stage (in order, a count in shared memory) and multiplies
   its whole unit alone: the int4 fixed-point products of ninfer's one-token GEMV (qgemv.cu qmv1f: two IMMA m16n8k32
-  a 64-k chunk, the token's 16-bit form in hi / lo bytes from shared memory, one scale a group). It frees the stage,
-  claims the next, and runs the unit's epilogue while the other warps go on: the unit's 16 row sums into a
-  workspace, and where it is a tile's last unit (a count a tile) the parts added in order, then SwiGLU (gate and up
-  rounded to bf16 first, as today's kernels store them) and, by the last of a 128-group's 8 tiles, that group's
-  fixed-point form for down; or down's row plus the residual, the new residual row.
+  a 64-k chunk, the token's 16-bit form in hi / lo bytes from shared memory, one scale a group). A stage is taken
+  once the producer has issued that fill (its number in the stage's meta) and its bytes are in. The warp frees the
+  stage, runs the unit's epilogue while the other warps go on, then claims the next.
+- **Epilogues.** The unit's 16 row sums go into a workspace. gate_up's units are dealt group-major: the last of a
+  128-group's units (8 tiles x gate / up x P1 parts; a count a group) adds the parts in order, makes SwiGLU (gate
+  and up rounded to bf16 first, as today's kernels store them) and the group's fixed-point form for down. The last
+  of a down tile's P2 parts (a count a tile) makes its rows plus the residual, the new residual row.
 - **Waits.** Before gate_up and before down, the consumers of every block meet at a grid barrier. After the first,
   every block makes the RMSNorm of the residual row and its fixed-point form itself (the same bits in every block),
-  into shared memory; after the second, it copies down's form from L2 into shared memory. Two barriers a layer.
-  A warp whose claimed stage belongs to a later GEMV (its unit's segment, or the producer's count where the GEMV
-  ended) keeps it for after the barrier.
+  into shared memory; after the second, it copies down's form from L2 into shared memory. Two barriers a layer
+  (NINFER_PM_FLOW=1: one, below). A warp whose claimed stage belongs to a later GEMV (its unit's segment, or the
+  producer's count where the GEMV ended) keeps it for after the barrier.
+
+Session 36 measured it on H100s (bench/RESULTS.md): correct, and 20 % slower than today's launches of the same
+blocks, most of it at the GEMV boundaries.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
