@@ -30,8 +30,8 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   (NINFER_PM_FLOW=1: one, below). A warp whose claimed stage belongs to a later GEMV (its unit's segment, or the
   producer's count where the GEMV ended) keeps it for after the barrier.
 
-Session 36 measured it on H100s (bench/RESULTS.md): correct, and 20 % slower than today's launches of the same
-blocks, most of it at the GEMV boundaries.
+Session 36 measured its call-3 form on H100s (bench/RESULTS.md): correct, 20-21 % slower than today's launches of
+the same blocks, and still 12 % slower with its consumers skipping the products.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
