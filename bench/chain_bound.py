@@ -60,8 +60,18 @@ CONSUMERS = int(os.environ.get("NINFER_CB_CONSUMERS", "7"))  # consumer warps a 
 WORK = int(os.environ.get("NINFER_CB_WORK", "0"))  # clock cycles each consumer warp spins a stage it read (dynamic rows)
 PRODUCTS = int(os.environ.get("NINFER_CB_PRODUCTS", "0"))  # the dynamic rows' consumers run IMMA products: 1 int4, 2 int8
 
-# the mbarrier and bulk-copy helpers of the persistent kernels (bench/persist_mlp.py takes them too)
-MBARRIERS = r"""
+# the persistent kernels' helpers: mbarriers, bulk copies, the IMMA (bench/persist_mlp.py takes them too)
+HELPERS = r"""
+// the int4 fixed-point products of ninfer's one-token GEMV (qgemv.cu qmv1f): a code word as two registers of bytes
+// (rows g: w & 0x0F0F0F0F, rows g + 8: (w >> 4) & 0x0F0F0F0F), one IMMA m16n8k32 (u8 x s8) a 32-k half of a chunk
+__device__ __forceinline__ void cb_imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                        unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 __device__ __forceinline__ unsigned s32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mb_init(unsigned long long *b, unsigned n) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(s32(b)), "r"(n) : "memory");
@@ -93,16 +103,6 @@ SOURCE = r"""
 #define UNIT %(unit)dLL
 #define WORK %(work)dLL
 #define PRODUCTS %(products)d
-
-// the int4 fixed-point products of ninfer's one-token GEMV (qgemv.cu qmv1f): a code word as two registers of bytes
-// (rows g: w & 0x0F0F0F0F, rows g + 8: (w >> 4) & 0x0F0F0F0F), one IMMA m16n8k32 (u8 x s8) a 32-k half of a chunk
-__device__ __forceinline__ void cb_imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                        unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, "
-                 "{%%0,%%1,%%2,%%3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 struct Seg {
     long long off, share;  // the segment's first byte; each block's bytes (a multiple of 16)
@@ -428,7 +428,7 @@ def main():
     print(f"GPU: {props.name}, {sms} SMs, copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     from pdl_handoff import SOURCE as HANDOFF
 
-    src = HANDOFF + MBARRIERS + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT,
+    src = HANDOFF + HELPERS + SOURCE % dict(stages=STAGES, stage_bytes=STAGE_BYTES, consumers=CONSUMERS, unit=UNIT,
                                   work=WORK, products=PRODUCTS)
     cubin, _ = compile_cubin(src, "chain_bound", "sm_90")
     mod = Module(cubin, dev.index or 0, "chain_bound", pdl_arch="sm_90")

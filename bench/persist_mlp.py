@@ -117,13 +117,6 @@ __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
     cons_sync();
     __threadfence();
 }
-__device__ __forceinline__ void imma(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                     unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%%0,%%1,%%2,%%3}, {%%4,%%5,%%6,%%7}, {%%8,%%9}, "
-                 "{%%0,%%1,%%2,%%3};"
-                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 // a unit's epilogue, by the warp that multiplied it (its 16 row sums in lanes (g, 0): rows g, g + 8): the sums into
@@ -379,8 +372,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                     const uint4 w = wst[(2 * j + u) * 32 + lane];
                     const uint4 xv = xu[(2 * j + u) * 4];
                     const unsigned M = 0x0F0F0F0Fu;
-                    imma(d, w.x & M, (w.x >> 4) & M, w.y & M, (w.y >> 4) & M, xv.x, xv.y);
-                    imma(d, w.z & M, (w.z >> 4) & M, w.w & M, (w.w >> 4) & M, xv.z, xv.w);
+                    cb_imma(d, w.x & M, (w.x >> 4) & M, w.y & M, (w.y >> 4) & M, xv.x, xv.y);
+                    cb_imma(d, w.z & M, (w.z >> 4) & M, w.w & M, (w.w >> 4) & M, xv.z, xv.w);
                 }
                 const int2 gx = gu[j];
                 const unsigned sw = sst[j * 8 + g];
@@ -401,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
 
 
 def build(h: int, inter: int, layers: int, eps: float, dev):
-    from chain_bound import MBARRIERS  # the mbarrier and bulk-copy helpers
+    from chain_bound import HELPERS  # mbarriers, bulk copies, the IMMA
 
     from ninfer.kernels.launch import Module
     from ninfer.kernels.nvrtc import compile_cubin
@@ -409,7 +402,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
                          eps=eps, diag=DIAG, flow=FLOW)
-    src = "#include <ninfer/fixed_point.cuh>\n" + MBARRIERS + body
+    src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     kx = h if FLOW else max(h, inter)
