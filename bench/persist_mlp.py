@@ -279,7 +279,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             }
         }
         if (s > 0 && (up || !FLOW) && DIAG != 3) grid_barrier(wk.bar + s - 1, t);
-        if (DIAG == 3) {
+        if (DIAG == 3) {  // measurements only: no norm, no form copy (the forms left from before)
         } else if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
             uint4 hv[NV];
             float ss = 0.f;
