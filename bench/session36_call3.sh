@@ -2,7 +2,8 @@
 # every other warp waited for it: 0.27 of copy bandwidth), now one warp a stage, claimed in order, its unit's epilogue
 # its own; the ring and consumer warps at two shapes (NINFER_PM_STAGES / NINFER_PM_CONSUMERS), 8 KB units (NINFER_PM_UG=8), and
 # the consumers skipping their products (NINFER_PM_DIAG=1) and also their epilogues (2): outputs wrong. Any GPU with sm_90;
-# on an H200, bench/session36_call1.sh after it. Run it at the commit that adds it. Kernels: .kc_s36, carried.
+# on an H200, bench/session36_call1.sh after it. Run it at 9ac6e8b, the commit that last changes it (where it ran).
+# Kernels: .kc_s36, carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s36/* $NINFER_KERNEL_CACHE/

@@ -6,8 +6,8 @@
 # level of counts instead of two). New: NINFER_PM_FLOW=1, no grid barrier before down: each down unit waits for
 # its own groups' forms (a flag a group). Rows: the consumers skipping their products (NINFER_PM_DIAG=1), also their epilogues
 # (2), or keeping both with no grid barriers, norm or form copy (3); outputs wrong in those three.
-# Any GPU with sm_90. Run it at
-# the commit that last changes this script. Kernels: .kc_s36, carried.
+# Any GPU with sm_90. Run it at main (ce4b91a or later: persist_mlp's kernel text there is da457b3's; the later
+# commits changed comments and moved the helpers, the PTX compared). Kernels: .kc_s36, carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s36/* $NINFER_KERNEL_CACHE/
