@@ -7,7 +7,7 @@
 # its own groups' forms (a flag a group). Rows: the consumers skipping their products (NINFER_PM_DIAG=1), also their epilogues
 # (2), or keeping both with no grid barriers, norm or form copy (3); outputs wrong in those three.
 # Any GPU with sm_90. Run it at main (ce4b91a or later: persist_mlp's kernel text there is da457b3's; the later
-# commits changed comments and moved the helpers, the PTX compared). Kernels: .kc_s36, carried.
+# commits changed comments and moved the helpers; the FLOW build's PTX compared, unchanged). Kernels: .kc_s36, carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s36/* $NINFER_KERNEL_CACHE/
