@@ -29,6 +29,12 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   into shared memory; after the second, it copies down's form from L2 into shared memory. Two barriers a layer
   (NINFER_PM_FLOW=1: one, below). A warp whose claimed stage belongs to a later GEMV (its unit's segment, or the
   producer's count where the GEMV ended) keeps it for after the barrier.
+- **Flows instead of barriers.** NINFER_PM_FLOW=1: no barrier before down; a down unit waits for flags on its own
+  128-groups of SwiGLU's form and copies those groups into its warp's shared memory. NINFER_PM_FLOW=2: no barrier at
+  all. The last down tile of each 128-group of residual rows makes that group's form of h * w for the next layer (w
+  its norm weight) and the group's sum of squares, then flags it; gate_up's units wait for their groups likewise. The
+  norm's scale, one number a layer, is applied in SwiGLU's epilogue, from the 40 sums in order. Its outputs differ from
+  today's launches by the rounding of the norm's output (not made in bf16), within the check's bound.
 
 Session 36 measured its call-3 form on H100s (bench/RESULTS.md): correct, 20-21 % slower than today's launches of
 the same blocks, and still 12 % slower with its consumers skipping the products.
@@ -56,7 +62,10 @@ UG = int(os.environ.get("NINFER_PM_UG", "16"))  # most groups of 128 k a unit (1
 # no norm or form copy (the products and epilogues kept)
 DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
 # 1: no grid barrier before down: each down unit waits for its own 128-groups' forms (a flag a group, set by the
-# group's SwiGLU epilogue with the layer it is of) and copies them into its warp's shared memory
+# group's SwiGLU epilogue with the layer it is of) and copies them into its warp's shared memory. 2: no grid barrier
+# at all: gate_up's units likewise wait for their groups of the residual row's form, made by the last down tile of
+# each 128-group of rows (the form of h * w, not of the norm's output: the norm's scale, one number, is applied in
+# SwiGLU's epilogue, from the groups' sums of squares); no block makes the norm
 FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
 
 SOURCE = r"""
@@ -99,6 +108,11 @@ struct Work {
     unsigned *bar;  // [2 NL] the grid barriers' counts (zeroed before the launch)
     unsigned *grab; // [2 NL] each GEMV's next unit (zeroed before the launch)
     int *gflag;     // FLOW: [NG2] the last layer + 1 whose SwiGLU form of the group is written (zeroed likewise)
+    unsigned char *xq1;  // FLOW 2: gate_up's input form (of h * w): [2][HID] hi / lo bytes in k_order
+    int2 *xg1;      // [NG1]
+    float *ssg;     // [2][NG1] the sums of squares of layer l's residual row's 128-groups, in ssg[l & 1]
+    int *hc;        // a count a 128-group of the residual row (NG1: 8 down tiles); the last sets it back to 0
+    int *hflag;     // [NG1] the last layer + 1 whose input form of the group is written (zeroed before the launch)
 };
 struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
                                                           // (2 a layer), tile, gate / up, part, groups
@@ -119,11 +133,35 @@ __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
 }
 __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+// FLOW 2: one warp makes 128-group grp of a layer's input form, that of h * w (h the residual row, w the layer's norm
+// weight), the group's sum of squares of h into ss[grp], then flags the group with the layer + 1
+__device__ __forceinline__ void hform(int grp, const bf16 *h, const bf16 *nw, float *ss, int flag, const Work &wk,
+                                      int lane) {
+    const uint2 hv = __ldcg(reinterpret_cast<const uint2 *>(h + grp * 128) + lane);
+    const uint2 wv = __ldg(reinterpret_cast<const uint2 *>(nw + grp * 128) + lane);
+    const __nv_bfloat162 *hp = reinterpret_cast<const __nv_bfloat162 *>(&hv);
+    const __nv_bfloat162 *wp = reinterpret_cast<const __nv_bfloat162 *>(&wv);
+    float a[4], q = 0.f;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const float2 hf = __bfloat1622float2(hp[i]), wf = __bfloat1622float2(wp[i]);
+        a[2 * i] = hf.x * wf.x, a[2 * i + 1] = hf.y * wf.y;
+        q = fmaf(hf.x, hf.x, q), q = fmaf(hf.y, hf.y, q);
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) q += __shfl_xor_sync(~0u, q, o);
+    ninfer::fixed_group32(a, grp, wk.xq1, wk.xg1, HID);
+    if (lane == 0) ss[grp] = q;
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) asm volatile("st.release.gpu.global.b32 [%%0], %%1;" ::"l"(wk.hflag + grp), "r"(flag) : "memory");
+}
+
 // a unit's epilogue, by the warp that multiplied it (its 16 row sums in lanes (g, 0): rows g, g + 8): the sums into
 // the workspace; the last unit of a 128-group of SwiGLU's output (8 tiles x gate / up x P1 parts) makes the group's
 // SwiGLU and its fixed-point form for down; the last of a down tile's P2 parts, the tile's rows plus the residual
-__device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf16 *hin, float acc0, float acc2,
-                                         const Work &wk, int lane, int g, int tq) {
+__device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf16 *hin, const bf16 *nwn, float acc0,
+                                         float acc2, const Work &wk, int lane, int g, int tq) {
     int fin = 0;
     if (up) {
         float *ws = wk.ws1 + (long long)m.tile * 2 * P1 * 16;
@@ -150,10 +188,19 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             gs[0] += a.x, gs[1] += a.y, gs[2] += a.z, gs[3] += a.w;
             us[0] += b.x, us[1] += b.y, us[2] += b.z, us[3] += b.w;
         }
+        float rsc = 1.f;  // FLOW 2: the norm's scale, from the 128-groups' sums of squares (in order: the same bits)
+        if (FLOW == 2) {
+            const float *sp = wk.ssg + (l & 1) * NG1;
+            float q = lane < NG1 ? __ldcg(sp + lane) : 0.f;
+            if (lane + 32 < NG1) q += __ldcg(sp + lane + 32);
+#pragma unroll
+            for (int o = 16; o; o >>= 1) q += __shfl_xor_sync(~0u, q, o);
+            rsc = rsqrtf(q / (float)HID + EPS);
+        }
         float v[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const float gv = bf16r(gs[i]), uv = bf16r(us[i]);
+            const float gv = bf16r(gs[i] * rsc), uv = bf16r(us[i] * rsc);
             v[i] = bf16r(gv / (1.f + expf(-gv)) * uv);
         }
         ninfer::fixed_group32(v, grp, wk.xq2, wk.xg2, INTER);
@@ -184,17 +231,30 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
         }
         if (lane == 0) wk.tc2[m.tile] = 0;
+        if (FLOW == 2 && nwn) {  // the last of a 128-group's 8 tiles makes the group's form for the next layer
+            __syncwarp();
+            const int grp = m.tile >> 3;
+            if (lane == 0) {
+                __threadfence();
+                fin = atomicAdd(wk.hc + grp, 1) == 7;
+            }
+            if (!__shfl_sync(~0u, fin, 0)) return;
+            __threadfence();
+            if (lane == 0) wk.hc[grp] = 0;
+            hform(grp, wk.h + ((l + 1) & 1) * HID, nwn, wk.ssg + ((l + 1) & 1) * NG1, l + 2, wk, lane);
+        }
     }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
     static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
+    static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2: the norm's scale sums NG1 <= 64 groups in one warp");
     const Work wk = *wkp;
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char *ring = smem;                                        // STAGES x STAGE_BYTES
     unsigned char *xs = smem + STAGES * STAGE_BYTES;                   // the GEMV's input form: [2][K] bytes
-    constexpr int KX = FLOW || HID > INTER ? HID : INTER;              // FLOW: gate_up's form only
+    constexpr int KX = FLOW == 2 ? 128 : FLOW || HID > INTER ? HID : INTER;  // FLOW 1: gate_up's form only; 2: none
     int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * KX);                  // [K / 128]
     unsigned char *wbuf = xs + 2 * KX + KX / 128 * 8;                   // FLOW: CONSUMERS x WBUF
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
@@ -262,6 +322,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
     // sums end in its lanes (g, 0)), frees the stage, then runs the unit's epilogue while the other warps go on
     const int t = threadIdx.x - 32, cw = t >> 5, g = lane >> 2, tq = lane & 3;
+    if (FLOW == 2 && cw == 0)  // layer 0's input form, a 128-group a block
+        for (int grp = blockIdx.x; grp < NG1; grp += gridDim.x) hform(grp, wk.h, layers[0].nw, wk.ssg, 1, wk, lane);
     int q = 0;
     if (lane == 0) q = atomicAdd(&claim, 1);
     q = __shfl_sync(~0u, q, 0);
@@ -271,15 +333,16 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
         const bf16 *hin = wk.h + (l & 1) * HID;
         uint4 nwv[(HID / 8 + CONSUMERS * 32 - 1) / (CONSUMERS * 32)];  // the norm weight, loaded before the barrier
         constexpr int NV = sizeof(nwv) / sizeof(uint4);
-        if (up) {
+        if (up && FLOW < 2) {
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int v = t + k * CONSUMERS * 32;
                 if (v < HID / 8) nwv[k] = __ldg(reinterpret_cast<const uint4 *>(layers[l].nw) + v);
             }
         }
-        if (s > 0 && (up || !FLOW) && DIAG != 3) grid_barrier(wk.bar + s - 1, t);
-        if (DIAG == 3) {  // measurements only: no norm, no form copy (the forms left from before)
+        const bool meet = up ? FLOW < 2 : !FLOW;  // a grid barrier before this GEMV, and the norm or form copy
+        if (s > 0 && meet && DIAG != 3) grid_barrier(wk.bar + s - 1, t);
+        if (DIAG == 3 || !meet) {  // DIAG 3, measurements only: no norm, no form copy (the forms left from before)
         } else if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
             uint4 hv[NV];
             float ss = 0.f;
@@ -321,7 +384,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             for (int v = t; v < 2 * INTER / 16; v += CONSUMERS * 32) reinterpret_cast<uint4 *>(xs)[v] = __ldcg(src + v);
             for (int v = t; v < NG2; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg2 + v);
         }
-        if (up || !FLOW) cons_sync();
+        if (meet) cons_sync();
         const int nchunk = up ? HID / 64 : INTER / 64;
         const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
         for (;;) {
@@ -343,12 +406,17 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             const uint4 *xu = xb + 2 * m.g0 * 4;  // the unit's first chunk of the form, and its groups' sx / sums
             const int2 *gu = xgs + m.g0;
-            if (FLOW && !up) {  // wait for the unit's groups of SwiGLU's form, then copy them into this warp's buffer
+            if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
+                          // copy them into this warp's buffer
                 unsigned char *wb = wbuf + cw * WBUF;
+                const int *flag = up ? wk.hflag : wk.gflag;
+                const unsigned char *fq = up ? wk.xq1 : wk.xq2;
+                const int2 *fg = up ? wk.xg1 : wk.xg2;
+                const int K = up ? HID : INTER;
                 if (lane < m.ng) {
                     int v;
                     do {
-                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(wk.gflag + m.g0 + lane) : "memory");
+                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag + m.g0 + lane) : "memory");
                     } while (v < l + 1);
                 }
                 __syncwarp();
@@ -356,9 +424,9 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 for (int i = lane; i < 16 * m.ng; i += 32) {  // plane i / (8 ng), 16 bytes r of its groups' 128 ng
                     const int p = i / (8 * m.ng), r = i - p * 8 * m.ng;
                     reinterpret_cast<uint4 *>(wb)[p * UG * 8 + r] =
-                        __ldcg(reinterpret_cast<const uint4 *>(wk.xq2 + p * INTER + m.g0 * 128) + r);
+                        __ldcg(reinterpret_cast<const uint4 *>(fq + p * K + m.g0 * 128) + r);
                 }
-                if (lane < m.ng) reinterpret_cast<int2 *>(wb + UG * 256)[lane] = __ldcg(wk.xg2 + m.g0 + lane);
+                if (lane < m.ng) reinterpret_cast<int2 *>(wb + UG * 256)[lane] = __ldcg(fg + m.g0 + lane);
                 __syncwarp();
                 xu = reinterpret_cast<const uint4 *>(wb) + (g & 1) * UG * 8 + tq;
                 gu = reinterpret_cast<const int2 *>(wb + UG * 256);
@@ -384,7 +452,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             }
             __syncwarp();
             if (lane == 0) mb_arrive(&empty[slot]);
-            if (DIAG != 2) epilogue(m, l, up, hin, acc0, acc2, wk, lane, g, tq);
+            if (DIAG != 2) epilogue(m, l, up, hin, l + 1 < NL ? layers[l + 1].nw : nullptr, acc0, acc2, wk, lane, g, tq);
             if (lane == 0) q = atomicAdd(&claim, 1);  // the next stage, once this unit is done
             q = __shfl_sync(~0u, q, 0);
         }
@@ -405,7 +473,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
-    kx = h if FLOW else max(h, inter)
+    kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
     smem = STAGES * (UG * 1024 + UG * 32) + 2 * kx + kx // 128 * 8 + (CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0)
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
@@ -449,7 +517,8 @@ def main():
                  gpu.tile_params(dn)[0].data_ptr(), nw.data_ptr()] for gu, dn, nw in ls]
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
-    fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag")  # the kernel's Work
+    fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag", "xq1", "xg1", "ssg", "hc",
+              "hflag")  # the kernel's Work
 
     def persistent(ls, h0):
         n = len(ls)
@@ -460,9 +529,14 @@ def main():
                     xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
                     ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
                     tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
-                    gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev))
-        counts = torch.zeros(4 * n + I_ // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
-        bufs["bar"], bufs["grab"], bufs["gflag"] = counts[: 2 * n], counts[2 * n: 4 * n], counts[4 * n:]
+                    gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
+                    xq1=torch.zeros(2 * H, dtype=torch.uint8, device=dev),
+                    xg1=torch.zeros(H // 128, 2, dtype=torch.int32, device=dev),
+                    ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
+        ng2 = I_ // 128
+        counts = torch.zeros(4 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
+        bufs["bar"], bufs["grab"] = counts[: 2 * n], counts[2 * n: 4 * n]
+        bufs["gflag"], bufs["hflag"] = counts[4 * n: 4 * n + ng2], counts[4 * n + ng2:]
         wk = torch.tensor([bufs[f].data_ptr() for f in fields], dtype=torch.int64, device=dev)
 
         def run():
