@@ -67,6 +67,9 @@ DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
 # each 128-group of rows (the form of h * w, not of the norm's output: the norm's scale, one number, is applied in
 # SwiGLU's epilogue, from the groups' sums of squares); no block makes the norm
 FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
+# 1: the epilogues' counts as acq_rel atomics and their flags' release stores without a fence.sc before them (0: a
+# __threadfence() on each side of a count, and before a flag)
+REL = int(os.environ.get("NINFER_PM_REL", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -86,6 +89,7 @@ SOURCE = r"""
 #define EPS %(eps)ff
 #define DIAG %(diag)d
 #define FLOW %(flow)d
+#define REL %(rel)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -133,6 +137,34 @@ __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
 }
 __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+// a unit's count: lane 0 adds one, releasing what its warp wrote (after a __syncwarp) and, REL 1, acquiring what the
+// units counted before it wrote (an acq_rel atomic instead of two fence.sc); then every lane may read those
+__device__ __forceinline__ int count_add(int *p) {
+#if REL
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %%0, [%%1], 1;" : "=r"(old) : "l"(p) : "memory");
+    return old;
+#else
+    __threadfence();
+    return atomicAdd(p, 1);
+#endif
+}
+// after the count's last unit is known (every lane): order this warp's reads after lane 0's count
+__device__ __forceinline__ void count_acquired() {
+#if REL
+    __syncwarp();
+#else
+    __threadfence();
+#endif
+}
+// before lane 0 flags what its warp wrote with a release store (REL 1: the store's release, after a __syncwarp)
+__device__ __forceinline__ void before_flag() {
+#if !REL
+    __threadfence();
+#endif
+    __syncwarp();
+}
+
 // FLOW 2: one warp makes 128-group grp of a layer's input form, that of h * w (h the residual row, w the layer's norm
 // weight), the group's sum of squares of h into ss[grp], then flags the group with the layer + 1
 __device__ __forceinline__ void hform(int grp, const bf16 *h, const bf16 *nw, float *ss, int flag, const Work &wk,
@@ -152,8 +184,7 @@ __device__ __forceinline__ void hform(int grp, const bf16 *h, const bf16 *nw, fl
     for (int o = 16; o; o >>= 1) q += __shfl_xor_sync(~0u, q, o);
     ninfer::fixed_group32(a, grp, wk.xq1, wk.xg1, HID);
     if (lane == 0) ss[grp] = q;
-    __threadfence();
-    __syncwarp();
+    before_flag();
     if (lane == 0) asm volatile("st.release.gpu.global.b32 [%%0], %%1;" ::"l"(wk.hflag + grp), "r"(flag) : "memory");
 }
 
@@ -172,11 +203,10 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         __syncwarp();
         const int grp = m.tile >> 3;
         if (lane == 0) {
-            __threadfence();
-            fin = atomicAdd(wk.gc + grp, 1) == 16 * P1 - 1;
+            fin = count_add(wk.gc + grp) == 16 * P1 - 1;
         }
         if (!__shfl_sync(~0u, fin, 0)) return;
-        __threadfence();
+        count_acquired();
         // lane l: rows 4 l .. 4 l + 3 of the group (tile grp * 8 + l / 4, rows 4 (l %% 4) ..), gate and up each rounded to
         // bf16 first, as today's kernels store them; then the group's form (fixed_group32: 4 values a lane)
         const float *wt = wk.ws1 + (long long)(grp * 8 + lane / 4) * 2 * P1 * 16 + 4 * (lane & 3);
@@ -206,8 +236,7 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         ninfer::fixed_group32(v, grp, wk.xq2, wk.xg2, INTER);
         if (lane == 0) wk.gc[grp] = 0;
         if (FLOW) {  // the group's form is written: flag it with its layer (release after every lane's stores)
-            __threadfence();
-            __syncwarp();
+            before_flag();
             if (lane == 0) asm volatile("st.release.gpu.global.b32 [%%0], %%1;" ::"l"(wk.gflag + grp), "r"(l + 1) : "memory");
         }
     } else {
@@ -218,11 +247,10 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         }
         __syncwarp();
         if (lane == 0) {
-            __threadfence();
-            fin = atomicAdd(wk.tc2 + m.tile, 1) == P2 - 1;
+            fin = count_add(wk.tc2 + m.tile) == P2 - 1;
         }
         if (!__shfl_sync(~0u, fin, 0)) return;
-        __threadfence();
+        count_acquired();
         if (lane < 16) {  // down's row, rounded to bf16, plus the residual, rounded as add_rms_norm stores h
             float ys = 0.f;
             for (int p = 0; p < P2; p++) ys += __ldcg(ws + p * 16 + lane);
@@ -235,11 +263,10 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             __syncwarp();
             const int grp = m.tile >> 3;
             if (lane == 0) {
-                __threadfence();
-                fin = atomicAdd(wk.hc + grp, 1) == 7;
+                fin = count_add(wk.hc + grp) == 7;
             }
             if (!__shfl_sync(~0u, fin, 0)) return;
-            __threadfence();
+            count_acquired();
             if (lane == 0) wk.hc[grp] = 0;
             hform(grp, wk.h + ((l + 1) & 1) * HID, nwn, wk.ssg + ((l + 1) & 1) * NG1, l + 2, wk, lane);
         }
@@ -420,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                     } while (v < l + 1);
                 }
                 __syncwarp();
-                __threadfence();
+                if (!REL) __threadfence();  // REL 1: the lanes' acquire loads and the __syncwarp order the reads
                 for (int i = lane; i < 16 * m.ng; i += 32) {  // plane i / (8 ng), 16 bytes r of its groups' 128 ng
                     const int p = i / (8 * m.ng), r = i - p * 8 * m.ng;
                     reinterpret_cast<uint4 *>(wb)[p * UG * 8 + r] =
@@ -469,7 +496,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
