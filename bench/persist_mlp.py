@@ -70,6 +70,9 @@ FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
 # 1: the epilogues' counts as acq_rel atomics and their flags' release stores without a fence.sc before them (0: a
 # __threadfence() on each side of a count, and before a flag)
 REL = int(os.environ.get("NINFER_PM_REL", "0"))
+# > 0: the producer takes units this many ahead of the stages it fills, asking L2 for each when taken
+# (cp.async.bulk.prefetch.L2), so that the weight stream goes on into L2 while the consumers wait at a boundary
+AHEAD = int(os.environ.get("NINFER_PM_AHEAD", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -90,6 +93,7 @@ SOURCE = r"""
 #define DIAG %(diag)d
 #define FLOW %(flow)d
 #define REL %(rel)d
+#define AHEAD %(ahead)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -273,6 +277,30 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
     }
 }
 
+// unit u of segment s (2 a layer: gate_up, down): its tile, part and groups, and where its codes and scales are
+__device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Meta &m, const uint4 *&w,
+                                     const unsigned *&sc) {
+    const Layer &L = layers[s >> 1];
+    const bool up = (s & 1) == 0;  // gate_up, else down
+    const int parts = up ? P1 : P2, ng_all = up ? NG1 : NG2, nchunk = up ? HID / 64 : INTER / 64;
+    m.seg = s;
+    m.part = u %% parts;
+    if (up) {  // group-major: a 128-group of SwiGLU's output is 8 tiles x gate / up x P1 parts
+        const unsigned r = u %% (16 * P1);
+        m.tile = u / (16 * P1) * 8 + r / (2 * P1);
+        m.half = (r / P1) %% 2;
+    } else {  // FLOW: part-major, so down's first units need SwiGLU's first groups
+        m.tile = FLOW ? u %% T2 : u / parts;
+        m.part = FLOW ? u / T2 : m.part;
+        m.half = 0;
+    }
+    m.g0 = m.part * ng_all / parts;
+    m.ng = (m.part + 1) * ng_all / parts - m.g0;
+    const int T = m.tile + m.half * T1;
+    w = (up ? L.gu_w : L.dn_w) + ((long long)T * nchunk + 2 * m.g0) * 32;
+    sc = (up ? L.gu_s : L.dn_s) + ((long long)T * ng_all + m.g0) * 8;
+}
+
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
     static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
@@ -306,44 +334,65 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
         if (lane != 0) return;
         int stage = 0, count = 0;
         unsigned phase = 0;
+        auto fill = [&](int s, unsigned u) {  // the next stage, with unit u of segment s
+            Meta m;
+            const uint4 *w;
+            const unsigned *sc;
+            unit(layers, s, u, m, w, sc);
+            m.seq = count;
+            mb_wait(&empty[stage], phase ^ 1);
+            meta[stage] = m;
+            unsigned char *dst = ring + stage * STAGE_BYTES;
+            mb_expect(&full[stage], m.ng * 1056u);
+            bulk_copy(dst, w, m.ng * 1024u, &full[stage]);
+            bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
+            if (++stage == STAGES) stage = 0, phase ^= 1;
+            count++;
+        };
+#if AHEAD == 0
         for (int s = 0; s < 2 * NL; s++) {
-            const Layer &L = layers[s >> 1];
-            const bool up = (s & 1) == 0;  // gate_up, else down
-            const int parts = up ? P1 : P2, ng_all = up ? NG1 : NG2, nchunk = up ? HID / 64 : INTER / 64;
-            const unsigned units = up ? T1 * 2 * P1 : T2 * P2;
+            const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
             unsigned u = atomicAdd(wk.grab + s, 1u);
             while (u < units) {
                 const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
-                Meta m;
-                m.seq = count;
-                m.seg = s;
-                m.part = u %% parts;
-                if (up) {  // group-major: a 128-group of SwiGLU's output is 8 tiles x gate / up x P1 parts
-                    const unsigned r = u %% (16 * P1);
-                    m.tile = u / (16 * P1) * 8 + r / (2 * P1);
-                    m.half = (r / P1) %% 2;
-                } else {  // FLOW: part-major, so down's first units need SwiGLU's first groups
-                    m.tile = FLOW ? u %% T2 : u / parts;
-                    m.part = FLOW ? u / T2 : m.part;
-                    m.half = 0;
-                }
-                m.g0 = m.part * ng_all / parts;
-                m.ng = (m.part + 1) * ng_all / parts - m.g0;
-                const int T = m.tile + m.half * T1;
-                const uint4 *w = (up ? L.gu_w : L.dn_w) + ((long long)T * nchunk + 2 * m.g0) * 32;
-                const unsigned *sc = (up ? L.gu_s : L.dn_s) + ((long long)T * ng_all + m.g0) * 8;
-                mb_wait(&empty[stage], phase ^ 1);
-                meta[stage] = m;
-                unsigned char *dst = ring + stage * STAGE_BYTES;
-                mb_expect(&full[stage], m.ng * 1056u);
-                bulk_copy(dst, w, m.ng * 1024u, &full[stage]);
-                bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
-                if (++stage == STAGES) stage = 0, phase ^= 1;
-                count++;
+                fill(s, u);
                 u = next;
             }
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
+#else
+        // AHEAD: a queue of the units taken and not yet filled, each asked of L2 when taken; a pass takes one (the
+        // ask for it in flight while the pass before filled its stage) and fills one
+        int qs[AHEAD];
+        unsigned qu[AHEAD];
+        int head = 0, n = 0, gs = 0, cur = 0;
+        unsigned pend = atomicAdd(wk.grab, 1u);
+        for (;;) {
+            while (n < AHEAD && gs < 2 * NL) {
+                const unsigned u = pend;
+                if (u >= ((gs & 1) == 0 ? T1 * 2 * P1 : T2 * P2)) {
+                    if (++gs < 2 * NL) pend = atomicAdd(wk.grab + gs, 1u);
+                    continue;
+                }
+                pend = atomicAdd(wk.grab + gs, 1u);
+                const int i = (head + n) %% AHEAD;
+                qs[i] = gs, qu[i] = u, n++;
+                Meta m;
+                const uint4 *w;
+                const unsigned *sc;
+                unit(layers, gs, u, m, w, sc);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(w), "r"(m.ng * 1024u) : "memory");
+                asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(sc), "r"(m.ng * 32u) : "memory");
+            }
+            if (n == 0) break;
+            const int s = qs[head];
+            const unsigned u = qu[head];
+            head = (head + 1) %% AHEAD, n--;
+            while (cur < s) *(volatile int *)&seg_end[cur++] = count;  // before any stage of a later segment is filled
+            fill(s, u);
+        }
+        while (cur < 2 * NL) *(volatile int *)&seg_end[cur++] = count;
+#endif
         return;
     }
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
@@ -496,7 +545,8 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL,
+                         ahead=AHEAD)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
