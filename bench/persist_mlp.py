@@ -67,8 +67,8 @@ DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
 # each 128-group of rows (the form of h * w, not of the norm's output: the norm's scale, one number, is applied in
 # SwiGLU's epilogue, from the groups' sums of squares); no block makes the norm
 FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
-# 1: the epilogues' counts as acq_rel atomics and their flags' release stores without a fence.sc before them (0: a
-# __threadfence() on each side of a count, and before a flag)
+# 1: the epilogues' counts as acq_rel atomics, their flags' release stores and the grid barriers' release add and
+# acquire loads without a fence.sc beside them (0: a __threadfence() on each side of a count or barrier, before a flag)
 REL = int(os.environ.get("NINFER_PM_REL", "0"))
 # > 0: the producer takes units this many ahead of the stages it fills, asking L2 for each when taken
 # (cp.async.bulk.prefetch.L2), so that the weight stream goes on into L2 while the consumers wait at a boundary
@@ -128,7 +128,7 @@ struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its
 __device__ __forceinline__ void cons_sync() { asm volatile("bar.sync 1, %%0;" ::"r"(CONSUMERS * 32) : "memory"); }
 // every block's consumers meet: each block counts itself in *count (release), waits until all have (acquire)
 __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
-    __threadfence();
+    if (!REL) __threadfence();  // REL 1: the release add and the acquire loads alone (with the block's barriers)
     cons_sync();
     if (t == 0) {
         asm volatile("red.release.gpu.global.add.u32 [%%0], 1;" ::"l"(count) : "memory");
@@ -137,7 +137,7 @@ __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
             asm volatile("ld.acquire.gpu.global.u32 %%0, [%%1];" : "=r"(seen) : "l"(count) : "memory");
     }
     cons_sync();
-    __threadfence();
+    if (!REL) __threadfence();
 }
 __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
@@ -311,7 +311,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     unsigned char *xs = smem + STAGES * STAGE_BYTES;                   // the GEMV's input form: [2][K] bytes
     constexpr int KX = FLOW == 2 ? 128 : FLOW || HID > INTER ? HID : INTER;  // FLOW 1: gate_up's form only; 2: none
     int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * KX);                  // [K / 128]
-    unsigned char *wbuf = xs + 2 * KX + KX / 128 * 8;                   // FLOW: CONSUMERS x WBUF
+    unsigned char *wbuf = xs + ((2 * KX + KX / 128 * 8 + 15) & ~15);     // FLOW: CONSUMERS x WBUF (16-byte aligned)
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ Meta meta[STAGES];
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
@@ -551,7 +551,8 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
-    smem = STAGES * (UG * 1024 + UG * 32) + 2 * kx + kx // 128 * 8 + (CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0)
+    xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
+    smem = STAGES * (UG * 1024 + UG * 32) + xbytes + (CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0)
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
 

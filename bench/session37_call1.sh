@@ -8,7 +8,7 @@
 # NINFER_PM_AHEAD=8 (FLOW 2 and default): the producer takes its units 8 ahead of the stages it fills and asks L2
 # for each when taken, so the weight stream goes on into L2 while the consumers wait.
 # Each row prints today's launches of the same 64 blocks (CUDA graph) beside it, in the same process.
-# Any GPU with sm_90. Run it at the commit that last changed this script. With REL 0 and AHEAD 0 the FLOW 0 / 1 PTX
+# Any GPU with sm_90. Ran at e551f8d (FLOW 2 rows failed there: a misaligned shared-memory buffer, fixed in call 2's commit). With REL 0 and AHEAD 0 the FLOW 0 / 1 PTX
 # is ce4b91a's but for register numbers, one fence placed after an address computation, and a few selects reordered.
 # Kernels: .kc_s37 (bash bench/precompile_sm90.sh .kc_s37), carried.
 source bench/device_env.sh
