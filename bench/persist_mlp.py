@@ -73,6 +73,9 @@ REL = int(os.environ.get("NINFER_PM_REL", "0"))
 # > 0: the producer takes units this many ahead of the stages it fills, asking L2 for each when taken
 # (cp.async.bulk.prefetch.L2), so that the weight stream goes on into L2 while the consumers wait at a boundary
 AHEAD = int(os.environ.get("NINFER_PM_AHEAD", "0"))
+# with AHEAD: 1 take units ahead only while the ring's next stage holds a fill that is in and not yet taken, the
+# consumers behind rather than the memory (0: always AHEAD ahead)
+WHEN_FULL = int(os.environ.get("NINFER_PM_WHEN_FULL", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -94,6 +97,7 @@ SOURCE = r"""
 #define FLOW %(flow)d
 #define REL %(rel)d
 #define AHEAD %(ahead)d
+#define WHEN_FULL %(when_full)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -361,14 +365,17 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
 #else
-        // AHEAD: a queue of the units taken and not yet filled, each asked of L2 when taken; a pass takes one (the
-        // ask for it in flight while the pass before filled its stage) and fills one
+        // AHEAD: a queue of the units taken and not yet filled, each asked of L2 when taken ahead. A take uses the
+        // answer to the ask before it (in flight while the pass before filled its stage) and asks for the next.
+        // WHEN_FULL 0: the queue kept at AHEAD; 1: units taken ahead only while the ring's next stage holds a fill
+        // that is in and not yet taken (the consumers waiting, as at a GEMV boundary, not the memory), so that a
+        // unit's way to a stage is not lengthened otherwise
         int qs[AHEAD];
         unsigned qu[AHEAD];
         int head = 0, n = 0, gs = 0, cur = 0;
         unsigned pend = atomicAdd(wk.grab, 1u);
-        for (;;) {
-            while (n < AHEAD && gs < 2 * NL) {
+        auto take = [&](bool ahead) {  // false when no segment has a unit left
+            while (gs < 2 * NL) {
                 const unsigned u = pend;
                 if (u >= ((gs & 1) == 0 ? T1 * 2 * P1 : T2 * P2)) {
                     if (++gs < 2 * NL) pend = atomicAdd(wk.grab + gs, 1u);
@@ -377,14 +384,36 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 pend = atomicAdd(wk.grab + gs, 1u);
                 const int i = (head + n) %% AHEAD;
                 qs[i] = gs, qu[i] = u, n++;
-                Meta m;
-                const uint4 *w;
-                const unsigned *sc;
-                unit(layers, gs, u, m, w, sc);
-                asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(w), "r"(m.ng * 1024u) : "memory");
-                asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(sc), "r"(m.ng * 32u) : "memory");
+                if (ahead) {
+                    Meta m;
+                    const uint4 *w;
+                    const unsigned *sc;
+                    unit(layers, gs, u, m, w, sc);
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(w), "r"(m.ng * 1024u) : "memory");
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(sc), "r"(m.ng * 32u) : "memory");
+                }
+                return true;
             }
-            if (n == 0) break;
+            return false;
+        };
+        auto done = [&](unsigned long long *bar) {  // the stage's previous round of bar has completed
+            unsigned r;
+            asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                         : "=r"(r) : "r"(s32(bar)), "r"(phase ^ 1) : "memory");
+            return r != 0;
+        };
+        // the consumers are behind (the next stage's previous fill is in but not yet taken), not the memory
+        auto consumers_behind = [&]() { return !done(&empty[stage]) && done(&full[stage]); };
+        for (;;) {
+            if (WHEN_FULL) {
+                if (n == 0 && !take(false)) break;
+                while (n < AHEAD && consumers_behind() && take(true)) {
+                }
+            } else {
+                while (n < AHEAD && take(true)) {
+                }
+                if (n == 0) break;
+            }
             const int s = qs[head];
             const unsigned u = qu[head];
             head = (head + 1) %% AHEAD, n--;
@@ -546,7 +575,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
                          eps=eps, diag=DIAG, flow=FLOW, rel=REL,
-                         ahead=AHEAD)
+                         ahead=AHEAD, when_full=WHEN_FULL)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
