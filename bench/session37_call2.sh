@@ -13,6 +13,6 @@ mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s37/* $NINFER_KERNEL_CACHE/
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
 n=0; for v in "0 2 1 0 0" "0 2 0 0 0" "0 0 1 0 0" "0 1 1 0 0" "0 2 1 8 1" "0 0 1 8 1" "0 0 0 0 0" "0 2 1 0 0"; do
   set -- $v; n=$((n+1))
-  NINFER_PM_DIAG=$1 NINFER_PM_FLOW=$2 NINFER_PM_REL=$3 NINFER_PM_AHEAD=$4 NINFER_PM_WHEN_FULL=$5 timeout 60 python bench/persist_mlp.py > $OUT/pm${n}_$1_$2_$3_$4_$5.txt 2>&1
+  NINFER_PM_DIAG=$1 NINFER_PM_FLOW=$2 NINFER_PM_REL=$3 NINFER_PM_AHEAD=$4 NINFER_PM_WHEN_FULL=$5 timeout 40 python bench/persist_mlp.py > $OUT/pm${n}_$1_$2_$3_$4_$5.txt 2>&1
   echo "row $n: diag $1, flow $2, rel $3, ahead $4, when full $5: rc $?"; grep -v compiling $OUT/pm${n}_$1_$2_$3_$4_$5.txt | tail -7 | cut -c1-250
 done
