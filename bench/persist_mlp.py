@@ -76,6 +76,9 @@ AHEAD = int(os.environ.get("NINFER_PM_AHEAD", "0"))
 # with AHEAD: 1 take units ahead only while the ring's next stage holds a fill that is in and not yet taken, the
 # consumers behind rather than the memory (0: always AHEAD ahead)
 WHEN_FULL = int(os.environ.get("NINFER_PM_WHEN_FULL", "0"))
+# with FLOW: 1 a unit's groups of its input form go into one copy in the block's shared memory (each group once a
+# layer, marked with the layer), not into its warp's buffer (each unit all its groups)
+CACHE = int(os.environ.get("NINFER_PM_CACHE", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -98,6 +101,7 @@ SOURCE = r"""
 #define REL %(rel)d
 #define AHEAD %(ahead)d
 #define WHEN_FULL %(when_full)d
+#define CACHE %(cache)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -313,9 +317,13 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char *ring = smem;                                        // STAGES x STAGE_BYTES
     unsigned char *xs = smem + STAGES * STAGE_BYTES;                   // the GEMV's input form: [2][K] bytes
-    constexpr int KX = FLOW == 2 ? 128 : FLOW || HID > INTER ? HID : INTER;  // FLOW 1: gate_up's form only; 2: none
+    // FLOW 1: gate_up's form only; 2: none (CACHE: gate_up's)
+    constexpr int KX = FLOW == 2 && !CACHE ? 128 : FLOW || HID > INTER ? HID : INTER;
     int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * KX);                  // [K / 128]
     unsigned char *wbuf = xs + ((2 * KX + KX / 128 * 8 + 15) & ~15);     // FLOW: CONSUMERS x WBUF (16-byte aligned)
+    unsigned char *xs2 = wbuf;                                          // CACHE: down's form, [2][INTER] bytes
+    int2 *xgs2 = reinterpret_cast<int2 *>(xs2 + 2 * INTER);             // [NG2]
+    __shared__ int have[CACHE ? NG1 + NG2 : 1];  // CACHE: the layer + 1 whose form of the group is in xs / xs2
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ Meta meta[STAGES];
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
@@ -330,6 +338,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             meta[i].seq = -1;
         }
         for (int i = 0; i < 2 * NL; i++) seg_end[i] = -1;
+        for (int i = 0; i < (CACHE ? NG1 + NG2 : 0); i++) have[i] = 0;
         claim = 0;
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -511,8 +520,40 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             const uint4 *xu = xb + 2 * m.g0 * 4;  // the unit's first chunk of the form, and its groups' sx / sums
             const int2 *gu = xgs + m.g0;
-            if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
-                          // copy them into this warp's buffer
+            if (!meet && CACHE) {  // the unit's groups of its input form into the block's copy, those not yet there
+                unsigned char *cx = up ? xs : xs2;
+                int2 *cg = up ? xgs : xgs2;
+                int *hv = up ? have : have + NG1;
+                const int *flag = up ? wk.hflag : wk.gflag;
+                const unsigned char *fq = up ? wk.xq1 : wk.xq2;
+                const int2 *fg = up ? wk.xg1 : wk.xg2;
+                const int K = up ? HID : INTER;
+                if (lane < m.ng) {  // a lane a group
+                    const int gi = m.g0 + lane;
+                    if (*(volatile int *)&hv[gi] != l + 1) {
+                        int v;
+                        do {
+                            asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag + gi) : "memory");
+                        } while (v < l + 1);
+                        if (!REL) __threadfence();
+                        uint4 b[16];
+#pragma unroll
+                        for (int r = 0; r < 16; r++)
+                            b[r] = __ldcg(reinterpret_cast<const uint4 *>(fq + (r >> 3) * K + gi * 128) + (r & 7));
+                        const int2 gx = __ldcg(fg + gi);
+#pragma unroll
+                        for (int r = 0; r < 16; r++) reinterpret_cast<uint4 *>(cx + (r >> 3) * K + gi * 128)[r & 7] = b[r];
+                        cg[gi] = gx;
+                        __threadfence_block();  // the group's bytes before its mark (another warp may copy it too)
+                        *(volatile int *)&hv[gi] = l + 1;
+                    }
+                    __threadfence_block();
+                }
+                __syncwarp();
+                xu = reinterpret_cast<const uint4 *>(cx) + (g & 1) * (K / 16) + tq + 8 * m.g0;
+                gu = cg + m.g0;
+            } else if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual
+                                 // row's), then copy them into this warp's buffer
                 unsigned char *wb = wbuf + cw * WBUF;
                 const int *flag = up ? wk.hflag : wk.gflag;
                 const unsigned char *fq = up ? wk.xq1 : wk.xq2;
@@ -575,13 +616,14 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
                          eps=eps, diag=DIAG, flow=FLOW, rel=REL,
-                         ahead=AHEAD, when_full=WHEN_FULL)
+                         ahead=AHEAD, when_full=WHEN_FULL, cache=CACHE)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
-    kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
+    kx = 128 if FLOW == 2 and not CACHE else h if FLOW else max(h, inter)
     xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
-    smem = STAGES * (UG * 1024 + UG * 32) + xbytes + (CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0)
+    rest = (2 * inter + inter // 128 * 8 if CACHE else CONSUMERS * (UG * 256 + UG * 8)) if FLOW else 0
+    smem = STAGES * (UG * 1024 + UG * 32) + xbytes + rest
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
 

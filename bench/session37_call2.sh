@@ -8,7 +8,7 @@
 # consumers are behind (the next stage's fill in, not taken). FLOW=2 with more stages than consumer warps (11 x 8,
 # 12 x 6: FLOW 2 needs no shared copy of the input form), so that arrived fills wait in stages no blocked warp holds.
 # Each row prints today's launches of the same 64 blocks (CUDA graph) beside it, in the same process.
-# Any GPU with sm_90. Run it at the commit that adds this script. Kernels: .kc_s37, carried.
+# Any GPU with sm_90. Ran at 5c006cf. Kernels: .kc_s37, carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s37/* $NINFER_KERNEL_CACHE/
