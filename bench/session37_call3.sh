@@ -6,7 +6,7 @@
 # unit copying all its groups into its warp's buffer. Rows: FLOW=1 REL=1 without and with CACHE, FLOW=2 REL=1 with
 # CACHE, REL=1 with both barriers; the CACHE rows twice. Each row prints today's launches of the same 64 blocks
 # (CUDA graph) beside it, in the same process.
-# Any GPU with sm_90. Run it at the commit that adds this script. Kernels: .kc_s37, carried.
+# Any GPU with sm_90. Ran at 59ea310. Kernels: .kc_s37, carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s37/* $NINFER_KERNEL_CACHE/
