@@ -65,7 +65,9 @@ DIAG = int(os.environ.get("NINFER_PM_DIAG", "0"))
 # group's SwiGLU epilogue with the layer it is of) and copies them into its warp's shared memory. 2: no grid barrier
 # at all: gate_up's units likewise wait for their groups of the residual row's form, made by the last down tile of
 # each 128-group of rows (the form of h * w, not of the norm's output: the norm's scale, one number, is applied in
-# SwiGLU's epilogue, from the groups' sums of squares); no block makes the norm
+# SwiGLU's epilogue, from the groups' sums of squares); no block makes the norm. 3: as 2, but gate_up's units read
+# the form from one copy a block makes in shared memory once all 40 groups' flags are set, not from copies of their
+# own; each block counts its copy done, and the next layer's form is written only once every block has
 FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
 # 1: the epilogues' counts as acq_rel atomics, their flags' release stores and the grid barriers' release add and
 # acquire loads without a fence.sc beside them (0: a __threadfence() on each side of a count or barrier, before a flag)
@@ -129,6 +131,7 @@ struct Work {
     float *ssg;     // [2][NG1] the sums of squares of layer l's residual row's 128-groups, in ssg[l & 1]
     int *hc;        // a count a 128-group of the residual row (NG1: 8 down tiles); the last sets it back to 0
     int *hflag;     // [NG1] the last layer + 1 whose input form of the group is written (zeroed before the launch)
+    int *copied;    // FLOW 3: [NL] the blocks that have copied layer l's input form (zeroed likewise)
 };
 struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
                                                           // (2 a layer), tile, gate / up, part, groups
@@ -231,7 +234,7 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             us[0] += b.x, us[1] += b.y, us[2] += b.z, us[3] += b.w;
         }
         float rsc = 1.f;  // FLOW 2: the norm's scale, from the 128-groups' sums of squares (in order: the same bits)
-        if (FLOW == 2) {
+        if (FLOW >= 2) {
             const float *sp = wk.ssg + (l & 1) * NG1;
             float q = lane < NG1 ? __ldcg(sp + lane) : 0.f;
             if (lane + 32 < NG1) q += __ldcg(sp + lane + 32);
@@ -271,7 +274,8 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
         }
         if (lane == 0) wk.tc2[m.tile] = 0;
-        if (FLOW == 2 && nwn) {  // the last of a 128-group's 8 tiles makes the group's form for the next layer
+        if (FLOW >= 2 && nwn) {  // the last of a 128-group's 8 tiles makes the group's form for the next layer (FLOW 3:
+                                 // once every block has copied this layer's)
             __syncwarp();
             const int grp = m.tile >> 3;
             if (lane == 0) {
@@ -280,6 +284,15 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             if (!__shfl_sync(~0u, fin, 0)) return;
             count_acquired();
             if (lane == 0) wk.hc[grp] = 0;
+            if (FLOW == 3) {
+                if (lane == 0) {
+                    int v;
+                    do {
+                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(wk.copied + l) : "memory");
+                    } while (v < (int)gridDim.x);
+                }
+                __syncwarp();
+            }
             hform(grp, wk.h + ((l + 1) & 1) * HID, nwn, wk.ssg + ((l + 1) & 1) * NG1, l + 2, wk, lane);
         }
     }
@@ -312,7 +325,7 @@ __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Met
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
     static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
-    static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2: the norm's scale sums NG1 <= 64 groups in one warp");
+    static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2, 3: the norm's scale sums NG1 <= 64 groups in one warp");
     const Work wk = *wkp;
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char *ring = smem;                                        // STAGES x STAGE_BYTES
@@ -436,7 +449,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
     // sums end in its lanes (g, 0)), frees the stage, then runs the unit's epilogue while the other warps go on
     const int t = threadIdx.x - 32, cw = t >> 5, g = lane >> 2, tq = lane & 3;
-    if (FLOW == 2 && cw == 0)  // layer 0's input form, a 128-group a block
+    if (FLOW >= 2 && cw == 0)  // layer 0's input form, a 128-group a block
         for (int grp = blockIdx.x; grp < NG1; grp += gridDim.x) hform(grp, wk.h, layers[0].nw, wk.ssg, 1, wk, lane);
     int q = 0;
     if (lane == 0) q = atomicAdd(&claim, 1);
@@ -454,9 +467,23 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 if (v < HID / 8) nwv[k] = __ldg(reinterpret_cast<const uint4 *>(layers[l].nw) + v);
             }
         }
-        const bool meet = up ? FLOW < 2 : !FLOW;  // a grid barrier before this GEMV, and the norm or form copy
-        if (s > 0 && meet && DIAG != 3) grid_barrier(wk.bar + s - 1, t);
+        // the block's consumers meet before this GEMV: after a grid barrier, for the norm or the form's copy; FLOW 3,
+        // gate_up: after its 40 groups' flags, to copy the form down's epilogues made
+        const bool meet = up ? FLOW != 2 : !FLOW;
+        if (s > 0 && meet && DIAG != 3 && !(FLOW == 3 && up)) grid_barrier(wk.bar + s - 1, t);
         if (DIAG == 3 || !meet) {  // DIAG 3, measurements only: no norm, no form copy (the forms left from before)
+        } else if (up && FLOW == 3) {
+            if (t < NG1) {
+                int v;
+                do {
+                    asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(wk.hflag + t) : "memory");
+                } while (v < l + 1);
+                if (!REL) __threadfence();
+            }
+            cons_sync();
+            const uint4 *src = reinterpret_cast<const uint4 *>(wk.xq1);
+            for (int v = t; v < 2 * HID / 16; v += CONSUMERS * 32) reinterpret_cast<uint4 *>(xs)[v] = __ldcg(src + v);
+            for (int v = t; v < NG1; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg1 + v);
         } else if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
             uint4 hv[NV];
             float ss = 0.f;
@@ -499,6 +526,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             for (int v = t; v < NG2; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg2 + v);
         }
         if (meet) cons_sync();
+        if (FLOW == 3 && up && t == 0)  // this block's copy of the layer's form is done (its loads before the release)
+            asm volatile("red.release.gpu.global.add.s32 [%%0], 1;" ::"l"(wk.copied + l) : "memory");
         const int nchunk = up ? HID / 64 : INTER / 64;
         const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
         for (;;) {
@@ -667,7 +696,7 @@ def main():
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
     fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag", "xq1", "xg1", "ssg", "hc",
-              "hflag")  # the kernel's Work
+              "hflag", "copied")  # the kernel's Work
 
     def persistent(ls, h0):
         n = len(ls)
@@ -683,9 +712,9 @@ def main():
                     xg1=torch.zeros(H // 128, 2, dtype=torch.int32, device=dev),
                     ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
         ng2 = I_ // 128
-        counts = torch.zeros(4 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
-        bufs["bar"], bufs["grab"] = counts[: 2 * n], counts[2 * n: 4 * n]
-        bufs["gflag"], bufs["hflag"] = counts[4 * n: 4 * n + ng2], counts[4 * n + ng2:]
+        counts = torch.zeros(5 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
+        bufs["bar"], bufs["grab"], bufs["copied"] = counts[: 2 * n], counts[2 * n: 4 * n], counts[4 * n: 5 * n]
+        bufs["gflag"], bufs["hflag"] = counts[5 * n: 5 * n + ng2], counts[5 * n + ng2:]
         wk = torch.tensor([bufs[f].data_ptr() for f in fields], dtype=torch.int64, device=dev)
 
         def run():
