@@ -35,9 +35,16 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   its norm weight) and the group's sum of squares, then flags it; gate_up's units wait for their groups likewise. The
   norm's scale, one number a layer, is applied in SwiGLU's epilogue, from the 40 sums in order. Its outputs differ from
   today's launches by the rounding of the norm's output (not made in bf16), within the check's bound.
+  NINFER_PM_FLOW=3: as 2, but each block copies gate_up's whole form once its 40 groups are flagged.
+- **Other options** (each measured in session 37): NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers
+  without fence.sc), NINFER_PM_AHEAD / NINFER_PM_WHEN_FULL (units taken ahead and asked of L2),
+  NINFER_PM_CACHE=1 (a flagged form's groups copied once a block, not once a unit), NINFER_PM_DIAG (measurement
+  builds, outputs wrong).
 
-Session 36 measured its call-3 form on H100s (bench/RESULTS.md): correct, 20-21 % slower than today's launches of
-the same blocks, and still 12 % slower with its consumers skipping the products.
+Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form. The defaults (two grid barriers a
+layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best
+form, NINFER_PM_FLOW=1 NINFER_PM_REL=1, at 0.835-0.838 against 0.899-0.905 (7 % behind); with no waits at its GEMV
+boundaries (DIAG=3, outputs wrong) 0.967. FLOW=3 is prepared, not yet run.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
