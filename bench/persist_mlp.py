@@ -36,10 +36,10 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   norm's scale, one number a layer, is applied in SwiGLU's epilogue, from the 40 sums in order. Its outputs differ from
   today's launches by the rounding of the norm's output (not made in bf16), within the check's bound.
   NINFER_PM_FLOW=3: as 2, but each block copies gate_up's whole form once its 40 groups are flagged.
-- **Other options** (each measured in session 37): NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers
-  without fence.sc), NINFER_PM_AHEAD / NINFER_PM_WHEN_FULL (units taken ahead and asked of L2),
-  NINFER_PM_CACHE=1 (a flagged form's groups copied once a block, not once a unit), NINFER_PM_DIAG (measurement
-  builds, outputs wrong).
+- **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
+  NINFER_PM_DIAG (measurement builds, outputs wrong). Session 37 also measured units taken ahead and asked of L2
+  (NINFER_PM_AHEAD, NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit
+  (NINFER_PM_CACHE): all slower, and taken out since (the call scripts name the commits that have them).
 
 Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best
@@ -79,15 +79,6 @@ FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
 # 1: the epilogues' counts as acq_rel atomics, their flags' release stores and the grid barriers' release add and
 # acquire loads without a fence.sc beside them (0: a __threadfence() on each side of a count or barrier, before a flag)
 REL = int(os.environ.get("NINFER_PM_REL", "0"))
-# > 0: the producer takes units this many ahead of the stages it fills, asking L2 for each when taken
-# (cp.async.bulk.prefetch.L2), so that the weight stream goes on into L2 while the consumers wait at a boundary
-AHEAD = int(os.environ.get("NINFER_PM_AHEAD", "0"))
-# with AHEAD: 1 take units ahead only while the ring's next stage holds a fill that is in and not yet taken, the
-# consumers behind rather than the memory (0: always AHEAD ahead)
-WHEN_FULL = int(os.environ.get("NINFER_PM_WHEN_FULL", "0"))
-# with FLOW: 1 a unit's groups of its input form go into one copy in the block's shared memory (each group once a
-# layer, marked with the layer), not into its warp's buffer (each unit all its groups)
-CACHE = int(os.environ.get("NINFER_PM_CACHE", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -108,9 +99,6 @@ SOURCE = r"""
 #define DIAG %(diag)d
 #define FLOW %(flow)d
 #define REL %(rel)d
-#define AHEAD %(ahead)d
-#define WHEN_FULL %(when_full)d
-#define CACHE %(cache)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -337,13 +325,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     extern __shared__ __align__(128) unsigned char smem[];
     unsigned char *ring = smem;                                        // STAGES x STAGE_BYTES
     unsigned char *xs = smem + STAGES * STAGE_BYTES;                   // the GEMV's input form: [2][K] bytes
-    // FLOW 1: gate_up's form only; 2: none (CACHE: gate_up's)
-    constexpr int KX = FLOW == 2 && !CACHE ? 128 : FLOW || HID > INTER ? HID : INTER;
+    // FLOW 1, 3: gate_up's form only; 2: none
+    constexpr int KX = FLOW == 2 ? 128 : FLOW || HID > INTER ? HID : INTER;
     int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * KX);                  // [K / 128]
     unsigned char *wbuf = xs + ((2 * KX + KX / 128 * 8 + 15) & ~15);     // FLOW: CONSUMERS x WBUF (16-byte aligned)
-    unsigned char *xs2 = wbuf;                                          // CACHE: down's form, [2][INTER] bytes
-    int2 *xgs2 = reinterpret_cast<int2 *>(xs2 + 2 * INTER);             // [NG2]
-    __shared__ int have[CACHE ? NG1 + NG2 : 1];  // CACHE: the layer + 1 whose form of the group is in xs / xs2
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
     __shared__ Meta meta[STAGES];
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
@@ -358,7 +343,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             meta[i].seq = -1;
         }
         for (int i = 0; i < 2 * NL; i++) seg_end[i] = -1;
-        for (int i = 0; i < (CACHE ? NG1 + NG2 : 0); i++) have[i] = 0;
         claim = 0;
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -382,7 +366,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             if (++stage == STAGES) stage = 0, phase ^= 1;
             count++;
         };
-#if AHEAD == 0
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
             unsigned u = atomicAdd(wk.grab + s, 1u);
@@ -393,64 +376,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             }
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
-#else
-        // AHEAD: a queue of the units taken and not yet filled, each asked of L2 when taken ahead. A take uses the
-        // answer to the ask before it (in flight while the pass before filled its stage) and asks for the next.
-        // WHEN_FULL 0: the queue kept at AHEAD; 1: units taken ahead only while the ring's next stage holds a fill
-        // that is in and not yet taken (the consumers waiting, as at a GEMV boundary, not the memory), so that a
-        // unit's way to a stage is not lengthened otherwise
-        int qs[AHEAD];
-        unsigned qu[AHEAD];
-        int head = 0, n = 0, gs = 0, cur = 0;
-        unsigned pend = atomicAdd(wk.grab, 1u);
-        auto take = [&](bool ahead) {  // false when no segment has a unit left
-            while (gs < 2 * NL) {
-                const unsigned u = pend;
-                if (u >= ((gs & 1) == 0 ? T1 * 2 * P1 : T2 * P2)) {
-                    if (++gs < 2 * NL) pend = atomicAdd(wk.grab + gs, 1u);
-                    continue;
-                }
-                pend = atomicAdd(wk.grab + gs, 1u);
-                const int i = (head + n) %% AHEAD;
-                qs[i] = gs, qu[i] = u, n++;
-                if (ahead) {
-                    Meta m;
-                    const uint4 *w;
-                    const unsigned *sc;
-                    unit(layers, gs, u, m, w, sc);
-                    asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(w), "r"(m.ng * 1024u) : "memory");
-                    asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(sc), "r"(m.ng * 32u) : "memory");
-                }
-                return true;
-            }
-            return false;
-        };
-        auto done = [&](unsigned long long *bar) {  // the stage's previous round of bar has completed
-            unsigned r;
-            asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
-                         : "=r"(r) : "r"(s32(bar)), "r"(phase ^ 1) : "memory");
-            return r != 0;
-        };
-        // the consumers are behind (the next stage's previous fill is in but not yet taken), not the memory
-        auto consumers_behind = [&]() { return !done(&empty[stage]) && done(&full[stage]); };
-        for (;;) {
-            if (WHEN_FULL) {
-                if (n == 0 && !take(false)) break;
-                while (n < AHEAD && consumers_behind() && take(true)) {
-                }
-            } else {
-                while (n < AHEAD && take(true)) {
-                }
-                if (n == 0) break;
-            }
-            const int s = qs[head];
-            const unsigned u = qu[head];
-            head = (head + 1) %% AHEAD, n--;
-            while (cur < s) *(volatile int *)&seg_end[cur++] = count;  // before any stage of a later segment is filled
-            fill(s, u);
-        }
-        while (cur < 2 * NL) *(volatile int *)&seg_end[cur++] = count;
-#endif
         return;
     }
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
@@ -556,40 +481,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             const uint4 *xu = xb + 2 * m.g0 * 4;  // the unit's first chunk of the form, and its groups' sx / sums
             const int2 *gu = xgs + m.g0;
-            if (!meet && CACHE) {  // the unit's groups of its input form into the block's copy, those not yet there
-                unsigned char *cx = up ? xs : xs2;
-                int2 *cg = up ? xgs : xgs2;
-                int *hv = up ? have : have + NG1;
-                const int *flag = up ? wk.hflag : wk.gflag;
-                const unsigned char *fq = up ? wk.xq1 : wk.xq2;
-                const int2 *fg = up ? wk.xg1 : wk.xg2;
-                const int K = up ? HID : INTER;
-                if (lane < m.ng) {  // a lane a group
-                    const int gi = m.g0 + lane;
-                    if (*(volatile int *)&hv[gi] != l + 1) {
-                        int v;
-                        do {
-                            asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag + gi) : "memory");
-                        } while (v < l + 1);
-                        if (!REL) __threadfence();
-                        uint4 b[16];
-#pragma unroll
-                        for (int r = 0; r < 16; r++)
-                            b[r] = __ldcg(reinterpret_cast<const uint4 *>(fq + (r >> 3) * K + gi * 128) + (r & 7));
-                        const int2 gx = __ldcg(fg + gi);
-#pragma unroll
-                        for (int r = 0; r < 16; r++) reinterpret_cast<uint4 *>(cx + (r >> 3) * K + gi * 128)[r & 7] = b[r];
-                        cg[gi] = gx;
-                        __threadfence_block();  // the group's bytes before its mark (another warp may copy it too)
-                        *(volatile int *)&hv[gi] = l + 1;
-                    }
-                    __threadfence_block();
-                }
-                __syncwarp();
-                xu = reinterpret_cast<const uint4 *>(cx) + (g & 1) * (K / 16) + tq + 8 * m.g0;
-                gu = cg + m.g0;
-            } else if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual
-                                 // row's), then copy them into this warp's buffer
+            if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
+                          // copy them into this warp's buffer
                 unsigned char *wb = wbuf + cw * WBUF;
                 const int *flag = up ? wk.hflag : wk.gflag;
                 const unsigned char *fq = up ? wk.xq1 : wk.xq2;
@@ -651,14 +544,13 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL,
-                         ahead=AHEAD, when_full=WHEN_FULL, cache=CACHE)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
-    kx = 128 if FLOW == 2 and not CACHE else h if FLOW else max(h, inter)
+    kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
     xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
-    rest = (2 * inter + inter // 128 * 8 if CACHE else CONSUMERS * (UG * 256 + UG * 8)) if FLOW else 0
+    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0  # FLOW: the warps' buffers
     smem = STAGES * (UG * 1024 + UG * 32) + xbytes + rest
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
