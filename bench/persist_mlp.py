@@ -175,7 +175,7 @@ __device__ __forceinline__ void before_flag() {
     __syncwarp();
 }
 
-// FLOW 2: one warp makes 128-group grp of a layer's input form, that of h * w (h the residual row, w the layer's norm
+// FLOW 2, 3: one warp makes 128-group grp of a layer's input form, that of h * w (h the residual row, w the layer's norm
 // weight), the group's sum of squares of h into ss[grp], then flags the group with the layer + 1
 __device__ __forceinline__ void hform(int grp, const bf16 *h, const bf16 *nw, float *ss, int flag, const Work &wk,
                                       int lane) {
@@ -228,7 +228,7 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             gs[0] += a.x, gs[1] += a.y, gs[2] += a.z, gs[3] += a.w;
             us[0] += b.x, us[1] += b.y, us[2] += b.z, us[3] += b.w;
         }
-        float rsc = 1.f;  // FLOW 2: the norm's scale, from the 128-groups' sums of squares (in order: the same bits)
+        float rsc = 1.f;  // FLOW 2, 3: the norm's scale, from the 128-groups' sums of squares (in order: the same bits)
         if (FLOW >= 2) {
             const float *sp = wk.ssg + (l & 1) * NG1;
             float q = lane < NG1 ? __ldcg(sp + lane) : 0.f;
