@@ -37,14 +37,14 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   today's launches by the rounding of the norm's output (not made in bf16), within the check's bound.
   NINFER_PM_FLOW=3: as 2, but each block copies gate_up's whole form once its 40 groups are flagged.
 - **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
-  NINFER_PM_DIAG (measurement builds, outputs wrong). Session 37 also measured units taken ahead and asked of L2
+  NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG (measurement builds, outputs wrong). Session 37 also measured units taken ahead and asked of L2
   (NINFER_PM_AHEAD, NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit
   (NINFER_PM_CACHE): all slower, and taken out since (the call scripts name the commits that have them).
 
 Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best
 form, NINFER_PM_FLOW=1 NINFER_PM_REL=1, at 0.835-0.838 against 0.899-0.905 (7 % behind); with no waits at its GEMV
-boundaries (DIAG=3, outputs wrong) 0.967. FLOW=3 is prepared, not yet run.
+boundaries (DIAG=3, outputs wrong) 0.967. FLOW=3 and BATCH=1 are prepared, not yet run.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
@@ -79,6 +79,9 @@ FLOW = int(os.environ.get("NINFER_PM_FLOW", "0"))
 # 1: the epilogues' counts as acq_rel atomics, their flags' release stores and the grid barriers' release add and
 # acquire loads without a fence.sc beside them (0: a __threadfence() on each side of a count or barrier, before a flag)
 REL = int(os.environ.get("NINFER_PM_REL", "0"))
+# with FLOW: 1 a unit's copy of its groups of the form issues every load before its stores (0: a load and its store
+# in turn, up to 8 round trips to L2 a lane)
+BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -99,6 +102,7 @@ SOURCE = r"""
 #define DIAG %(diag)d
 #define FLOW %(flow)d
 #define REL %(rel)d
+#define BATCH %(batch)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -496,12 +500,28 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 }
                 __syncwarp();
                 if (!REL) __threadfence();  // REL 1: the lanes' acquire loads and the __syncwarp order the reads
-                for (int i = lane; i < 16 * m.ng; i += 32) {  // plane i / (8 ng), 16 bytes r of its groups' 128 ng
-                    const int p = i / (8 * m.ng), r = i - p * 8 * m.ng;
-                    reinterpret_cast<uint4 *>(wb)[p * UG * 8 + r] =
-                        __ldcg(reinterpret_cast<const uint4 *>(fq + p * K + m.g0 * 128) + r);
+                if (BATCH) {  // every load first, then the stores: one round trip to L2 (16 lanes a plane)
+                    const int p = lane >> 4, r0 = lane & 15;
+                    const uint4 *src = reinterpret_cast<const uint4 *>(fq + p * K + m.g0 * 128);
+                    uint4 *dst = reinterpret_cast<uint4 *>(wb) + p * UG * 8;
+                    uint4 b[UG / 2];
+#pragma unroll
+                    for (int k = 0; k < UG / 2; k++)
+                        if (r0 + 16 * k < 8 * m.ng) b[k] = __ldcg(src + r0 + 16 * k);
+                    int2 gx = make_int2(0, 0);
+                    if (lane < m.ng) gx = __ldcg(fg + m.g0 + lane);
+#pragma unroll
+                    for (int k = 0; k < UG / 2; k++)
+                        if (r0 + 16 * k < 8 * m.ng) dst[r0 + 16 * k] = b[k];
+                    if (lane < m.ng) reinterpret_cast<int2 *>(wb + UG * 256)[lane] = gx;
+                } else {
+                    for (int i = lane; i < 16 * m.ng; i += 32) {  // plane i / (8 ng), 16 bytes r of its groups' 128 ng
+                        const int p = i / (8 * m.ng), r = i - p * 8 * m.ng;
+                        reinterpret_cast<uint4 *>(wb)[p * UG * 8 + r] =
+                            __ldcg(reinterpret_cast<const uint4 *>(fq + p * K + m.g0 * 128) + r);
+                    }
+                    if (lane < m.ng) reinterpret_cast<int2 *>(wb + UG * 256)[lane] = __ldcg(fg + m.g0 + lane);
                 }
-                if (lane < m.ng) reinterpret_cast<int2 *>(wb + UG * 256)[lane] = __ldcg(fg + m.g0 + lane);
                 __syncwarp();
                 xu = reinterpret_cast<const uint4 *>(wb) + (g & 1) * UG * 8 + tq;
                 gu = reinterpret_cast<const int2 *>(wb + UG * 256);
@@ -544,7 +564,8 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL,
+                         batch=BATCH)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
