@@ -10,11 +10,10 @@
 # for every down unit under FLOW=1).
 # Each row prints today's launches of the same 64 blocks (CUDA graph) beside it, in the same process.
 # Any GPU with sm_90. Run it at the commit that last changed this script (or later, if persist_mlp.py's builds named
-# here are unchanged). Kernels: none from ninfer's libraries beyond bench/precompile_sm90.sh's (make .kc_s38 with
-# it, carry it, and change the cp line below to that folder).
+# here are unchanged). Kernels: .kc_s38 (bash bench/precompile_sm90.sh .kc_s38 at the commit it runs at), carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s37/* $NINFER_KERNEL_CACHE/
+mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s38/* $NINFER_KERNEL_CACHE/
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
 n=0; for v in "1 0" "1 1" "3 0" "3 1" "2 1" "1 1" "1 0"; do
   set -- $v; n=$((n+1))
