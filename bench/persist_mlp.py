@@ -37,11 +37,12 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   today's launches by the rounding of the norm's output (not made in bf16), within the check's bound.
   NINFER_PM_FLOW=3: as 2, but each block copies gate_up's whole form once its 40 groups are flagged.
 - **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
-  NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG (measurement builds, outputs wrong). Session 37 also measured units taken ahead and asked of L2
-  (NINFER_PM_AHEAD, NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit
-  (NINFER_PM_CACHE): all slower, and taken out since (the call scripts name the commits that have them).
+  NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG
+  (measurement builds, outputs wrong). Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
+  NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE):
+  all slower, and taken out since (the call scripts name the commits that have them).
 
-Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form. The defaults (two grid barriers a
+Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form measured. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best
 form, NINFER_PM_FLOW=1 NINFER_PM_REL=1, at 0.835-0.838 against 0.899-0.905 (7 % behind); with no waits at its GEMV
 boundaries (DIAG=3, outputs wrong) 0.967. FLOW=3 and BATCH=1 are prepared, not yet run.
