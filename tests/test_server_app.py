@@ -193,6 +193,30 @@ def test_mid_stream_failure_ends_the_stream_with_an_error_and_the_worker_lives_o
     assert m["failed"] == 3 and m["running"] is None
 
 
+def test_a_failed_request_is_in_the_books_before_its_client_hears_of_it(setup, monkeypatch):
+    """The worker settles a failed request's record (running, failed, recent) before it hands the client the error,
+    so a client that reads /metrics on the error finds the request done. A slow clock in the worker widens the
+    window where the record was still open (CI once caught /metrics between the two)."""
+    import time as real_time
+
+    import ninfer_server.worker as worker_mod
+
+    class SlowClock:
+        def time(self):
+            real_time.sleep(0.2)
+            return real_time.time()
+
+    llm, client = setup
+    monkeypatch.setattr(worker_mod, "time", SlowClock())
+    for error, status, reason in ((RuntimeError("device lost"), 500, "error"),
+                                  (NinferError("Token id 9 is outside the vocabulary."), 400, "rejected")):
+        llm.script = [error]
+        assert _chat(client).status_code == status
+        m = client.get("/metrics").json()
+        assert m["running"] is None and m["recent"] and m["recent"][-1]["finish_reason"] == reason
+    assert m["failed"] == 1
+
+
 def test_earlier_tool_calls_and_results_reach_a_template_that_ignores_them():
     """SmolLM2's own template writes neither an assistant turn's tool calls nor tool results as such: the server
     rewrites them as Qwen2.5's Hermes template does (calls in the assistant turn, a round's results in one user

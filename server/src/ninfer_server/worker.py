@@ -71,22 +71,26 @@ class EngineWorker:
             record = {"id": job.id, "prompt_tokens": len(job.prompt_ids), "generated_tokens": 0,
                       "finish_reason": None, "started": time.time()}
             self.running = record
+            error = None
             try:
                 self._generate(job, record)
             except NinferError as e:  # bad input found by the engine: the client's error
                 record["finish_reason"] = "rejected"
-                job.send("error", e)
+                error = e
             except Exception as e:  # a real internal error: log it, tell this client, keep serving
                 log.exception("request %s failed", job.id)
                 record["finish_reason"] = "error"
                 self.counters["failed"] += 1
-                job.send("error", e)
+                error = e
             finally:
+                # the books first: a client answered (the error ends its handler at once) sees them in /metrics
                 self.running = None
                 record["seconds"] = round(time.time() - record.pop("started"), 3)
                 self.recent.append(record)
                 if record["finish_reason"] in ("stop", "length", "cancelled"):
                     self.counters["cancelled" if record["finish_reason"] == "cancelled" else "completed"] += 1
+                if error is not None:
+                    job.send("error", error)
                 job.send("done")
 
     def _generate(self, job: Job, record: dict) -> None:
