@@ -6,8 +6,9 @@
 # level of counts instead of two). New: NINFER_PM_FLOW=1, no grid barrier before down: each down unit waits for
 # its own groups' forms (a flag a group). Rows: the consumers skipping their products (NINFER_PM_DIAG=1), also their epilogues
 # (2), or keeping both with no grid barriers, norm or form copy (3); outputs wrong in those three.
-# Any GPU with sm_90. Run it at main (ce4b91a or later: persist_mlp's kernel text there is da457b3's; the later
-# commits changed comments and moved the helpers; the FLOW build's PTX compared, unchanged). Kernels: .kc_s36, carried.
+# Any GPU with sm_90. Not run in session 36 (no device time left); its rows ran as session 37's call 1
+# (bench/session37_call1.sh, at e551f8d, with new rows). To rerun it as written, run it at 3c8e0a0 (persist_mlp's
+# kernel text there is da457b3's). Kernels: .kc_s36, carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s36/* $NINFER_KERNEL_CACHE/
@@ -17,4 +18,3 @@ for v in "10 10 16 0 0" "10 10 16 0 1" "10 10 16 3 0" "10 10 16 2 0" "10 10 16 1
   NINFER_PM_STAGES=$1 NINFER_PM_CONSUMERS=$2 NINFER_PM_UG=$3 NINFER_PM_DIAG=$4 NINFER_PM_FLOW=$5 timeout 60 python bench/persist_mlp.py > $OUT/pm_$1_$2_$3_$4_$5.txt 2>&1
   echo "stages $1, consumers $2, groups a unit $3, diag $4, flow $5: rc $?"; grep -v compiling $OUT/pm_$1_$2_$3_$4_$5.txt | tail -7 | cut -c1-250
 done
-
