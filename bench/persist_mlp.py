@@ -83,6 +83,8 @@ REL = int(os.environ.get("NINFER_PM_REL", "0"))
 # with FLOW: 1 a unit's copy of its groups of the form issues every load before its stores (0: a load and its store
 # in turn, up to 8 round trips to L2 a lane)
 BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
+# units the producer takes from a GEMV's count at a time (one atomic round trip each; for units smaller than 16 groups)
+GRAB = int(os.environ.get("NINFER_PM_GRAB", "1"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -104,6 +106,7 @@ SOURCE = r"""
 #define FLOW %(flow)d
 #define REL %(rel)d
 #define BATCH %(batch)d
+#define GRAB %(grab)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -373,10 +376,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
         };
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
-            unsigned u = atomicAdd(wk.grab + s, 1u);
-            while (u < units) {
-                const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
-                fill(s, u);
+            unsigned u = atomicAdd(wk.grab + s, (unsigned)GRAB);
+            while (u < units) {  // GRAB units at a time
+                const unsigned next = atomicAdd(wk.grab + s, (unsigned)GRAB);  // the next asked for while these are copied
+                for (unsigned k = u; k < u + GRAB && k < units; k++) fill(s, k);
                 u = next;
             }
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
@@ -566,7 +569,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
                          eps=eps, diag=DIAG, flow=FLOW, rel=REL,
-                         batch=BATCH)
+                         batch=BATCH, grab=GRAB)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
