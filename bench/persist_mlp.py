@@ -85,6 +85,11 @@ REL = int(os.environ.get("NINFER_PM_REL", "0"))
 BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
 # units the producer takes from a GEMV's count at a time (one atomic round trip each; for units smaller than 16 groups)
 GRAB = int(os.environ.get("NINFER_PM_GRAB", "1"))
+# 1: every consumer warp takes every stage and multiplies groups cw, cw + CONSUMERS, .. of its unit; the unit's
+# epilogue warp (its number modulo CONSUMERS) sums the warps' partial rows in order and runs the epilogue, so a stage
+# frees about every CONSUMERS-th of a unit's time, not once a warp's whole unit is done. With FLOW, a warp waits only
+# for its own groups' flags and reads their form from L2 in its products (no copy)
+COOP = int(os.environ.get("NINFER_PM_COOP", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -107,6 +112,7 @@ SOURCE = r"""
 #define REL %(rel)d
 #define BATCH %(batch)d
 #define GRAB %(grab)d
+#define COOP %(coop)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -327,7 +333,7 @@ __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Met
 
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
-    static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
+    static_assert(COOP || CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
     static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2, 3: the norm's scale sums NG1 <= 64 groups in one warp");
     const Work wk = *wkp;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -338,6 +344,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * KX);                  // [K / 128]
     unsigned char *wbuf = xs + ((2 * KX + KX / 128 * 8 + 15) & ~15);     // FLOW: CONSUMERS x WBUF (16-byte aligned)
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+#if COOP
+    __shared__ __align__(8) unsigned long long part[STAGES];  // the warps' partial rows of a stage are written
+    __shared__ float red[STAGES][CONSUMERS][16];
+#endif
     __shared__ Meta meta[STAGES];
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
     __shared__ int claim;            // the consumers' next stage
@@ -347,7 +357,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; i++) {
             mb_init(&full[i], 1);
-            mb_init(&empty[i], 1);
+            mb_init(&empty[i], COOP ? CONSUMERS : 1);
+#if COOP
+            mb_init(&part[i], CONSUMERS);
+#endif
             meta[i].seq = -1;
         }
         for (int i = 0; i < 2 * NL; i++) seg_end[i] = -1;
@@ -392,7 +405,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     if (FLOW >= 2 && cw == 0)  // layer 0's input form, a 128-group a block
         for (int grp = blockIdx.x; grp < NG1; grp += gridDim.x) hform(grp, wk.h, layers[0].nw, wk.ssg, 1, wk, lane);
     int q = 0;
-    if (lane == 0) q = atomicAdd(&claim, 1);
+    if (!COOP && lane == 0) q = atomicAdd(&claim, 1);
     q = __shfl_sync(~0u, q, 0);
     for (int s = 0; s < 2 * NL; s++) {
         const int l = s >> 1;
@@ -470,6 +483,78 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             asm volatile("red.release.gpu.global.add.s32 [%%0], 1;" ::"l"(wk.copied + l) : "memory");
         const int nchunk = up ? HID / 64 : INTER / 64;
         const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
+#if COOP
+        for (;; q++) {  // every warp takes every stage in order
+            const int slot = q %% STAGES;
+            const unsigned par = (unsigned)(q / STAGES) & 1u;
+            unsigned ready = 0;
+            if (*(volatile int *)&meta[slot].seq == q)
+                asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                         : "=r"(ready) : "r"(s32(&full[slot])), "r"(par) : "memory");
+            if (!ready) {
+                const int e = *(volatile int *)&seg_end[s];
+                if (e >= 0 && q >= e) break;
+                q--;
+                continue;
+            }
+            const Meta m = meta[slot];
+            if (m.seg != s) break;
+            const uint4 *wst = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES);
+            const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
+            const uint4 *xu = xb + 2 * m.g0 * 4;
+            const int2 *gu = xgs + m.g0;
+            if (!meet) {  // this warp's groups of the form: wait for their flags, read them from L2 in the products
+                const int *flag = up ? wk.hflag : wk.gflag;
+                const int j = cw + lane * CONSUMERS;
+                if (j < m.ng) {
+                    int v;
+                    do {
+                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag + m.g0 + j) : "memory");
+                    } while (v < l + 1);
+                }
+                __syncwarp();
+                if (!REL) __threadfence();
+                xu = reinterpret_cast<const uint4 *>(up ? wk.xq1 : wk.xq2) + (g & 1) * nchunk * 4 + tq + 2 * m.g0 * 4;
+                gu = (up ? wk.xg1 : wk.xg2) + m.g0;
+            }
+            float acc0 = 0.f, acc2 = 0.f;
+            for (int j = cw; j < (DIAG == 1 || DIAG == 2 ? 0 : m.ng); j += CONSUMERS) {
+                int d[4] = {0, 0, 0, 0};
+                uint4 xv[2];
+                int2 gx;
+                if (meet) {
+                    xv[0] = xu[(2 * j) * 4], xv[1] = xu[(2 * j + 1) * 4], gx = gu[j];
+                } else {
+                    xv[0] = __ldcg(xu + (2 * j) * 4), xv[1] = __ldcg(xu + (2 * j + 1) * 4), gx = __ldcg(gu + j);
+                }
+#pragma unroll
+                for (int u = 0; u < 2; u++) {
+                    const uint4 w = wst[(2 * j + u) * 32 + lane];
+                    const unsigned M = 0x0F0F0F0Fu;
+                    cb_imma(d, w.x & M, (w.x >> 4) & M, w.y & M, (w.y >> 4) & M, xv[u].x, xv[u].y);
+                    cb_imma(d, w.z & M, (w.z >> 4) & M, w.w & M, (w.w >> 4) & M, xv[u].z, xv[u].w);
+                }
+                const unsigned sw = sst[j * 8 + g];
+                const float sx = __int_as_float(gx.x);
+                const int v0 = d[0] * 256 + d[1] - 8 * gx.y, v2 = d[2] * 256 + d[3] - 8 * gx.y;
+                acc0 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw & 0xFFFFu))) * sx, (float)v0, acc0);
+                acc2 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw >> 16))) * sx, (float)v2, acc2);
+            }
+            if (tq == 0) red[slot][cw][g] = acc0, red[slot][cw][g + 8] = acc2;
+            __syncwarp();
+            if (lane == 0) mb_arrive(&part[slot]);
+            if (q %% CONSUMERS != cw) {
+                if (lane == 0) mb_arrive(&empty[slot]);
+                continue;
+            }
+            mb_wait(&part[slot], par);  // the unit's epilogue warp: every warp's partial rows, summed in order
+            acc0 = 0.f, acc2 = 0.f;
+            for (int w = 0; w < CONSUMERS; w++) acc0 += red[slot][w][g], acc2 += red[slot][w][g + 8];
+            __syncwarp();
+            if (lane == 0) mb_arrive(&empty[slot]);
+            if (DIAG != 2) epilogue(m, l, up, hin, l + 1 < NL ? layers[l + 1].nw : nullptr, acc0, acc2, wk, lane, g, tq);
+        }
+#else
         for (;;) {
             const int slot = q %% STAGES;
             // the stage is q's fill once the producer has issued it (its number in meta) and its bytes are in: a
@@ -555,6 +640,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             if (lane == 0) q = atomicAdd(&claim, 1);  // the next stage, once this unit is done
             q = __shfl_sync(~0u, q, 0);
         }
+#endif
     }
 }
 """
@@ -569,13 +655,13 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
                          eps=eps, diag=DIAG, flow=FLOW, rel=REL,
-                         batch=BATCH, grab=GRAB)
+                         batch=BATCH, grab=GRAB, coop=COOP)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
     xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
-    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0  # FLOW: the warps' buffers
+    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW and not COOP else 0  # FLOW: the warps' buffers
     smem = STAGES * (UG * 1024 + UG * 32) + xbytes + rest
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
