@@ -90,6 +90,10 @@ GRAB = int(os.environ.get("NINFER_PM_GRAB", "1"))
 # frees about every CONSUMERS-th of a unit's time, not once a warp's whole unit is done. With FLOW, a warp waits only
 # for its own groups' flags and reads their form from L2 in its products (no copy)
 COOP = int(os.environ.get("NINFER_PM_COOP", "0"))
+# with FLOW: 1 the producer warp's lanes 1-31 wait for the flags of each filled unit's groups of its input form (in
+# the ring's order, up to STAGES units ahead of the consumers) and bulk-copy those groups into the unit's stage, on
+# its full barrier; the consumers then read the form from the stage, with no wait or copy of their own
+FLANE = int(os.environ.get("NINFER_PM_FLANE", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -101,7 +105,8 @@ SOURCE = r"""
 #define P1 %(p1)d
 #define P2 %(p2)d
 #define CODE_BYTES (UG * 1024)
-#define STAGE_BYTES (CODE_BYTES + UG * 32)
+#define FORM_OFF (CODE_BYTES + UG * 32)  // FLANE: a stage's groups of its input form: 2 planes x UG x 128, (UG + 2) sx / sums
+#define STAGE_BYTES (FORM_OFF + (FLANE ? UG * 256 + (UG + 2) * 8 : 0))
 #define NG1 (HID / 128)
 #define NG2 (INTER / 128)
 #define T1 (INTER / 16)
@@ -113,6 +118,7 @@ SOURCE = r"""
 #define BATCH %(batch)d
 #define GRAB %(grab)d
 #define COOP %(coop)d
+#define FLANE %(flane)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -307,6 +313,11 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
     }
 }
 
+// whether segment s's units read their input form from flagged groups (not from the block's copy in xs)
+__device__ __forceinline__ bool form_of(int s) { return (s & 1) == 0 ? FLOW == 2 : FLOW != 0; }
+// FLANE: the bytes of a unit's sx / sums copy (from its first group rounded down to an even one, 16-byte aligned)
+__device__ __forceinline__ unsigned xg_bytes(const Meta &m) { return ((m.g0 + m.ng - (m.g0 & ~1)) * 8 + 15) & ~15; }
+
 // unit u of segment s (2 a layer: gate_up, down): its tile, part and groups, and where its codes and scales are
 __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Meta &m, const uint4 *&w,
                                      const unsigned *&sc) {
@@ -369,7 +380,47 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     }
     __syncthreads();
     if (warp == 0) {  // the producer
-        if (lane != 0) return;
+        if (lane != 0) {
+            if (!FLANE) return;
+            // the form lanes: each filled unit's groups of its input form, once flagged, into its stage
+            for (int c = 0;; c++) {
+                const int slot = c %% STAGES;
+                bool end = false;
+                while (*(volatile int *)&meta[slot].seq != c) {
+                    const int e = *(volatile int *)&seg_end[2 * NL - 1];
+                    if (e >= 0 && c >= e) {
+                        end = true;
+                        break;
+                    }
+                }
+                if (end) return;
+                __threadfence_block();
+                const Meta m = meta[slot];
+                if (!form_of(m.seg)) continue;
+                const int l = m.seg >> 1;
+                const bool up = (m.seg & 1) == 0;
+                if (lane - 1 < m.ng) {
+                    const int *flag = (up ? wk.hflag : wk.gflag) + m.g0 + lane - 1;
+                    int v;
+                    do {
+                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag) : "memory");
+                    } while (v < l + 1);
+                }
+                __syncwarp(~1u);
+                if (lane == 1) {
+                    const unsigned char *fq = up ? wk.xq1 : wk.xq2;
+                    const int2 *fg = up ? wk.xg1 : wk.xg2;
+                    const int K = up ? HID : INTER;
+                    __threadfence();
+                    asm volatile("fence.proxy.async.global;" ::: "memory");  // the flagged stores, then the bulk reads
+                    unsigned char *dst = ring + slot * STAGE_BYTES + FORM_OFF;
+                    bulk_copy(dst, fq + m.g0 * 128, m.ng * 128u, &full[slot]);
+                    bulk_copy(dst + UG * 128, fq + K + m.g0 * 128, m.ng * 128u, &full[slot]);
+                    bulk_copy(dst + UG * 256, fg + (m.g0 & ~1), xg_bytes(m), &full[slot]);
+                }
+                __syncwarp(~1u);
+            }
+        }
         int stage = 0, count = 0;
         unsigned phase = 0;
         auto fill = [&](int s, unsigned u) {  // the next stage, with unit u of segment s
@@ -377,11 +428,15 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const uint4 *w;
             const unsigned *sc;
             unit(layers, s, u, m, w, sc);
-            m.seq = count;
+            m.seq = FLANE ? -2 : count;
             mb_wait(&empty[stage], phase ^ 1);
             meta[stage] = m;
+            if (FLANE) {  // the form lanes read the unit's fields once its number is there
+                __threadfence_block();
+                *(volatile int *)&meta[stage].seq = count;
+            }
             unsigned char *dst = ring + stage * STAGE_BYTES;
-            mb_expect(&full[stage], m.ng * 1056u);
+            mb_expect(&full[stage], m.ng * 1056u + (FLANE && form_of(s) ? m.ng * 256u + xg_bytes(m) : 0u));
             bulk_copy(dst, w, m.ng * 1024u, &full[stage]);
             bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
             if (++stage == STAGES) stage = 0, phase ^= 1;
@@ -503,7 +558,11 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             const uint4 *xu = xb + 2 * m.g0 * 4;
             const int2 *gu = xgs + m.g0;
-            if (!meet) {  // this warp's groups of the form: wait for their flags, read them from L2 in the products
+            const bool sform = meet || FLANE;  // the products read the form from shared memory
+            if (!meet && FLANE) {  // the form lanes copied the unit's groups into its stage
+                xu = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES + FORM_OFF) + (g & 1) * UG * 8 + tq;
+                gu = reinterpret_cast<const int2 *>(ring + slot * STAGE_BYTES + FORM_OFF + UG * 256) + (m.g0 & 1);
+            } else if (!meet) {  // this warp's groups of the form: wait for their flags, read them from L2 in the products
                 const int *flag = up ? wk.hflag : wk.gflag;
                 const int j = cw + lane * CONSUMERS;
                 if (j < m.ng) {
@@ -522,7 +581,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
                 int d[4] = {0, 0, 0, 0};
                 uint4 xv[2];
                 int2 gx;
-                if (meet) {
+                if (sform) {
                     xv[0] = xu[(2 * j) * 4], xv[1] = xu[(2 * j + 1) * 4], gx = gu[j];
                 } else {
                     xv[0] = __ldcg(xu + (2 * j) * 4), xv[1] = __ldcg(xu + (2 * j + 1) * 4), gx = __ldcg(gu + j);
@@ -574,7 +633,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             const uint4 *xu = xb + 2 * m.g0 * 4;  // the unit's first chunk of the form, and its groups' sx / sums
             const int2 *gu = xgs + m.g0;
-            if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
+            if (!meet && FLANE) {  // the form lanes copied the unit's groups into its stage
+                xu = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES + FORM_OFF) + (g & 1) * UG * 8 + tq;
+                gu = reinterpret_cast<const int2 *>(ring + slot * STAGE_BYTES + FORM_OFF + UG * 256) + (m.g0 & 1);
+            } else if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
                           // copy them into this warp's buffer
                 unsigned char *wb = wbuf + cw * WBUF;
                 const int *flag = up ? wk.hflag : wk.gflag;
@@ -655,14 +717,15 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
                          eps=eps, diag=DIAG, flow=FLOW, rel=REL,
-                         batch=BATCH, grab=GRAB, coop=COOP)
+                         batch=BATCH, grab=GRAB, coop=COOP, flane=FLANE)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
     xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
-    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW and not COOP else 0  # FLOW: the warps' buffers
-    smem = STAGES * (UG * 1024 + UG * 32) + xbytes + rest
+    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW and not COOP and not FLANE else 0  # FLOW: the warps' buffers
+    form = UG * 256 + (UG + 2) * 8 if FLANE else 0  # FLANE: a stage's groups of the form
+    smem = STAGES * (UG * 1024 + UG * 32 + form) + xbytes + rest
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
 
@@ -714,12 +777,12 @@ def main():
         tab = table(ls)
         bufs = dict(h=torch.zeros(2, H, dtype=torch.bfloat16, device=dev),
                     xq2=torch.zeros(2 * I_, dtype=torch.uint8, device=dev),
-                    xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
+                    xg2=torch.zeros(I_ // 128 + 2, 2, dtype=torch.int32, device=dev),  # 2 more: FLANE's copies
                     ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
                     tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
                     gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
                     xq1=torch.zeros(2 * H, dtype=torch.uint8, device=dev),
-                    xg1=torch.zeros(H // 128, 2, dtype=torch.int32, device=dev),
+                    xg1=torch.zeros(H // 128 + 2, 2, dtype=torch.int32, device=dev),
                     ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
         ng2 = I_ // 128
         counts = torch.zeros(5 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
