@@ -90,8 +90,8 @@ GRAB = int(os.environ.get("NINFER_PM_GRAB", "1"))
 # frees about every CONSUMERS-th of a unit's time, not once a warp's whole unit is done. With FLOW, a warp waits only
 # for its own groups' flags and reads their form from L2 in its products (no copy)
 COOP = int(os.environ.get("NINFER_PM_COOP", "0"))
-# with FLOW: 1 the producer warp's lanes 1-31 wait for the flags of each filled unit's groups of its input form (in
-# the ring's order, up to STAGES units ahead of the consumers) and bulk-copy those groups into the unit's stage, on
+# with FLOW: 1 a form warp (after the consumers) waits for the flags of each filled unit's groups of its input form (in
+# the ring's order, up to STAGES units ahead of the consumers) and bulk-copies those groups into the unit's stage, on
 # its full barrier; the consumers then read the form from the stage, with no wait or copy of their own
 FLANE = int(os.environ.get("NINFER_PM_FLANE", "0"))
 
@@ -342,7 +342,7 @@ __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Met
     sc = (up ? L.gu_s : L.dn_s) + ((long long)T * ng_all + m.g0) * 8;
 }
 
-extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_mlp(const Layer *__restrict__ layers,
+extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
     static_assert(COOP || CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
     static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2, 3: the norm's scale sums NG1 <= 64 groups in one warp");
@@ -380,47 +380,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
     }
     __syncthreads();
     if (warp == 0) {  // the producer
-        if (lane != 0) {
-            if (!FLANE) return;
-            // the form lanes: each filled unit's groups of its input form, once flagged, into its stage
-            for (int c = 0;; c++) {
-                const int slot = c %% STAGES;
-                bool end = false;
-                while (*(volatile int *)&meta[slot].seq != c) {
-                    const int e = *(volatile int *)&seg_end[2 * NL - 1];
-                    if (e >= 0 && c >= e) {
-                        end = true;
-                        break;
-                    }
-                }
-                if (end) return;
-                __threadfence_block();
-                const Meta m = meta[slot];
-                if (!form_of(m.seg)) continue;
-                const int l = m.seg >> 1;
-                const bool up = (m.seg & 1) == 0;
-                if (lane - 1 < m.ng) {
-                    const int *flag = (up ? wk.hflag : wk.gflag) + m.g0 + lane - 1;
-                    int v;
-                    do {
-                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag) : "memory");
-                    } while (v < l + 1);
-                }
-                __syncwarp(~1u);
-                if (lane == 1) {
-                    const unsigned char *fq = up ? wk.xq1 : wk.xq2;
-                    const int2 *fg = up ? wk.xg1 : wk.xg2;
-                    const int K = up ? HID : INTER;
-                    __threadfence();
-                    asm volatile("fence.proxy.async.global;" ::: "memory");  // the flagged stores, then the bulk reads
-                    unsigned char *dst = ring + slot * STAGE_BYTES + FORM_OFF;
-                    bulk_copy(dst, fq + m.g0 * 128, m.ng * 128u, &full[slot]);
-                    bulk_copy(dst + UG * 128, fq + K + m.g0 * 128, m.ng * 128u, &full[slot]);
-                    bulk_copy(dst + UG * 256, fg + (m.g0 & ~1), xg_bytes(m), &full[slot]);
-                }
-                __syncwarp(~1u);
-            }
-        }
+        if (lane != 0) return;
         int stage = 0, count = 0;
         unsigned phase = 0;
         auto fill = [&](int s, unsigned u) {  // the next stage, with unit u of segment s
@@ -453,6 +413,45 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1) persist_ml
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
         return;
+    }
+    if (FLANE && warp == CONSUMERS + 1) {  // the form warp: each filled unit's groups of its input form, once flagged, into its stage
+        for (int c = 0;; c++) {
+            const int slot = c %% STAGES;
+            bool end = false;
+            while (*(volatile int *)&meta[slot].seq != c) {
+                const int e = *(volatile int *)&seg_end[2 * NL - 1];
+                if (e >= 0 && c >= e) {
+                    end = true;
+                    break;
+                }
+            }
+            if (end) return;
+            __threadfence_block();
+            const Meta m = meta[slot];
+            if (!form_of(m.seg)) continue;
+            const int l = m.seg >> 1;
+            const bool up = (m.seg & 1) == 0;
+            if (lane < m.ng) {
+                const int *flag = (up ? wk.hflag : wk.gflag) + m.g0 + lane;
+                int v;
+                do {
+                    asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag) : "memory");
+                } while (v < l + 1);
+            }
+            __syncwarp();
+            if (lane == 0) {
+                const unsigned char *fq = up ? wk.xq1 : wk.xq2;
+                const int2 *fg = up ? wk.xg1 : wk.xg2;
+                const int K = up ? HID : INTER;
+                __threadfence();
+                asm volatile("fence.proxy.async.global;" ::: "memory");  // the flagged stores, then the bulk reads
+                unsigned char *dst = ring + slot * STAGE_BYTES + FORM_OFF;
+                bulk_copy(dst, fq + m.g0 * 128, m.ng * 128u, &full[slot]);
+                bulk_copy(dst + UG * 128, fq + K + m.g0 * 128, m.ng * 128u, &full[slot]);
+                bulk_copy(dst + UG * 256, fg + (m.g0 & ~1), xg_bytes(m), &full[slot]);
+            }
+            __syncwarp();
+        }
     }
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
     // sums end in its lanes (g, 0)), frees the stage, then runs the unit's epilogue while the other warps go on
@@ -793,7 +792,7 @@ def main():
         def run():
             bufs["h"][0].copy_(h0)
             counts.zero_()
-            mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab, wk, smem=smem)
+            mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1 + FLANE),), tab, wk, smem=smem)
         return run, bufs["h"][n & 1]
 
     def launches(ls, h0):
