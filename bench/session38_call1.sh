@@ -1,8 +1,7 @@
 # Session 38, call 1: bench/persist_mlp.py. A reading to test: the consumers multiply a 16 KB unit a warp, about
 # 7.5 us each on an H100; after a grid barrier every warp starts at once and no stage frees for that long, so the
 # producer stops (a convoy). Two ways to shorten it: NINFER_PM_COOP=1 (every warp takes every stage, a share of its
-# groups; a stage frees about every 0.75 us) and smaller units beside more stages (the same ring bytes), taken GRAB
-# at a time; NINFER_PM_FLANE=1 (the producer warp's other lanes wait for a unit's flagged groups of the form and
+# groups; a stage frees about every 0.75 us) and NINFER_PM_FLANE=1 (the producer warp's other lanes wait for a unit's flagged groups of the form and
 # bulk-copy them into its stage). Also session 37's prepared BATCH=1.
 # Every row has REL=1; each prints today's launches of the same 64 blocks (CUDA graph) beside it, in the same
 # process. Any GPU with sm_90. Kernels: .kc_s38 (bash bench/precompile_sm90.sh .kc_s38), carried.
@@ -21,12 +20,9 @@ NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8
 NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8 NINFER_PM_FLANE=1
 NINFER_PM_FLOW=2 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8 NINFER_PM_FLANE=1 NINFER_PM_STAGES=9
 NINFER_PM_FLOW=0 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8
-NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=10
 NINFER_PM_FLOW=1 NINFER_PM_FLANE=1
-NINFER_PM_FLOW=3 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8 NINFER_PM_FLANE=1 NINFER_PM_STAGES=9
 NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=16 NINFER_PM_FLANE=1 NINFER_PM_STAGES=8
 NINFER_PM_FLOW=1 NINFER_PM_BATCH=1
-NINFER_PM_FLOW=1 NINFER_PM_BATCH=1 NINFER_PM_UG=8 NINFER_PM_STAGES=20 NINFER_PM_GRAB=2
 NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8 NINFER_PM_FLANE=1
 NINFER_PM_FLOW=1
 ROWS
