@@ -1,8 +1,8 @@
 # Session 38, call 1: bench/persist_mlp.py. A reading to test: the consumers multiply a 16 KB unit a warp, about
 # 7.5 us each on an H100; after a grid barrier every warp starts at once and no stage frees for that long, so the
-# producer stops (a convoy). Two ways to shorten it: NINFER_PM_COOP=1 (every warp takes every stage, a share of its
-# groups; a stage frees about every 0.75 us) and NINFER_PM_FLANE=1 (the producer warp's other lanes wait for a unit's flagged groups of the form and
-# bulk-copy them into its stage). Also session 37's prepared BATCH=1.
+# producer stops (a convoy). NINFER_PM_COOP=1: every warp takes every stage, a share of its groups, so a stage frees
+# about every 0.75 us. NINFER_PM_FLANE=1: a form warp waits for each unit's flagged groups of its input form and
+# bulk-copies them into the unit's stage. Also session 37's prepared BATCH=1.
 # Every row has REL=1; each prints today's launches of the same 64 blocks (CUDA graph) beside it, in the same
 # process. Any GPU with sm_90. Kernels: .kc_s38 (bash bench/precompile_sm90.sh .kc_s38), carried.
 source bench/device_env.sh
