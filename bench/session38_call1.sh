@@ -2,7 +2,7 @@
 # 7.5 us each on an H100; after a grid barrier every warp starts at once and no stage frees for that long, so the
 # producer stops (a convoy). NINFER_PM_COOP=1: every warp takes every stage, a share of its groups, so a stage frees
 # about every 0.75 us. NINFER_PM_FLANE=1: a form warp waits for each unit's flagged groups of its input form and
-# bulk-copies them into the unit's stage. Also session 37's prepared BATCH=1.
+# bulk-copies them into the unit's stage.
 # Every row has REL=1; each prints today's launches of the same 64 blocks (CUDA graph) beside it, in the same
 # process. Any GPU with sm_90. Kernels: .kc_s38 (bash bench/precompile_sm90.sh .kc_s38), carried.
 source bench/device_env.sh
@@ -16,13 +16,10 @@ while read -r row; do
   echo "row $n: $row: rc $?"; grep -v compiling $OUT/pm$n.txt | tail -6 | cut -c1-200
 done <<'ROWS'
 NINFER_PM_FLOW=1
-NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8
 NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8 NINFER_PM_FLANE=1
+NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8
 NINFER_PM_FLOW=2 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8 NINFER_PM_FLANE=1 NINFER_PM_STAGES=9
-NINFER_PM_FLOW=0 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8
 NINFER_PM_FLOW=1 NINFER_PM_FLANE=1
-NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=16 NINFER_PM_FLANE=1 NINFER_PM_STAGES=8
-NINFER_PM_FLOW=1 NINFER_PM_BATCH=1
 NINFER_PM_FLOW=1 NINFER_PM_COOP=1 NINFER_PM_CONSUMERS=8 NINFER_PM_FLANE=1
 NINFER_PM_FLOW=1
 ROWS
