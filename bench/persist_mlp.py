@@ -38,14 +38,23 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   NINFER_PM_FLOW=3: as 2, but each block copies gate_up's whole form once its 40 groups are flagged.
 - **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
   NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG
-  (measurement builds, outputs wrong). Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
+  (measurement builds, outputs wrong), NINFER_PM_GRAB (units the producer takes from a GEMV's count at once).
+- **Cooperative stages (NINFER_PM_COOP=1)** and **a form warp (NINFER_PM_FLANE=1)**, session 38, for a reading of
+  session 37's figures: with a 16 KB unit a warp (about 7.5 us of products on an H100), every warp starts at once
+  after a grid barrier and no stage frees for that long, so the producer stops. COOP: every consumer warp takes every
+  stage and multiplies groups cw, cw + CONSUMERS, ..; the unit's epilogue warp (its number modulo CONSUMERS) sums the
+  warps' partial rows in order and runs the epilogue, so a stage frees about every 0.75 us. FLANE (with FLOW): a warp
+  after the consumers waits, in the ring's order, for each filled unit's flagged groups of its input form and
+  bulk-copies them into the unit's stage, on its full barrier; the consumers then neither wait nor copy.
+- Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
   NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE):
   all slower, and taken out since (the call scripts name the commits that have them).
 
 Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form measured. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best
 form, NINFER_PM_FLOW=1 NINFER_PM_REL=1, at 0.835-0.838 against 0.899-0.905 (7 % behind); with no waits at its GEMV
-boundaries (DIAG=3, outputs wrong) 0.967. FLOW=3 and BATCH=1 are prepared, not yet run.
+boundaries (DIAG=3, outputs wrong) 0.967. FLOW=3, BATCH=1, GRAB, COOP and FLANE are prepared (they compile for
+sm_90 without spills), not yet run: bench/session38_call1.sh.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
@@ -342,6 +351,41 @@ __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Met
     sc = (up ? L.gu_s : L.dn_s) + ((long long)T * ng_all + m.g0) * 8;
 }
 
+// one 128-group j of a unit: its two 64-k chunks' IMMA products (codes wst, form chunks x0 / x1), scaled by the
+// group's weight scales (sst) and form's sx, its zero point taken out with the form's sum; rows g, g + 8 into acc0, acc2
+__device__ __forceinline__ void group_product(const uint4 *wst, const unsigned *sst, int j, uint4 x0, uint4 x1, int2 gx,
+                                              int lane, int g, float &acc0, float &acc2) {
+    int d[4] = {0, 0, 0, 0};
+    const unsigned M = 0x0F0F0F0Fu;
+    const uint4 w0 = wst[(2 * j) * 32 + lane], w1 = wst[(2 * j + 1) * 32 + lane];
+    cb_imma(d, w0.x & M, (w0.x >> 4) & M, w0.y & M, (w0.y >> 4) & M, x0.x, x0.y);
+    cb_imma(d, w0.z & M, (w0.z >> 4) & M, w0.w & M, (w0.w >> 4) & M, x0.z, x0.w);
+    cb_imma(d, w1.x & M, (w1.x >> 4) & M, w1.y & M, (w1.y >> 4) & M, x1.x, x1.y);
+    cb_imma(d, w1.z & M, (w1.z >> 4) & M, w1.w & M, (w1.w >> 4) & M, x1.z, x1.w);
+    const unsigned sw = sst[j * 8 + g];
+    const float sx = __int_as_float(gx.x);
+    const int v0 = d[0] * 256 + d[1] - 8 * gx.y, v2 = d[2] * 256 + d[3] - 8 * gx.y;
+    acc0 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw & 0xFFFFu))) * sx, (float)v0, acc0);
+    acc2 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw >> 16))) * sx, (float)v2, acc2);
+}
+
+// whether stage slot holds fill q with its bytes in: its number in the meta, then its full barrier's phase (a phase
+// test alone could pass on the slot's fill before last, when that one is still in flight)
+__device__ __forceinline__ bool stage_ready(const Meta *meta, unsigned long long *full, int slot, int q) {
+    unsigned ready = 0;
+    if (*(volatile const int *)&meta[slot].seq == q)
+        asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                     : "=r"(ready) : "r"(s32(&full[slot])), "r"((unsigned)(q / STAGES) & 1u) : "memory");
+    return ready;
+}
+
+// FLANE: a stage's groups of its unit's input form, as the products read them (this lane's chunk bytes, sx / sums)
+__device__ __forceinline__ void stage_form(const unsigned char *st, const Meta &m, int g, int tq, const uint4 *&xu,
+                                           const int2 *&gu) {
+    xu = reinterpret_cast<const uint4 *>(st + FORM_OFF) + (g & 1) * UG * 8 + tq;
+    gu = reinterpret_cast<const int2 *>(st + FORM_OFF + UG * 256) + (m.g0 & 1);
+}
+
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) persist_mlp(const Layer *__restrict__ layers,
                                                                                   const Work *__restrict__ wkp) {
     static_assert(COOP || CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
@@ -540,12 +584,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
 #if COOP
         for (;; q++) {  // every warp takes every stage in order
             const int slot = q %% STAGES;
-            const unsigned par = (unsigned)(q / STAGES) & 1u;
-            unsigned ready = 0;
-            if (*(volatile int *)&meta[slot].seq == q)
-                asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
-                         : "=r"(ready) : "r"(s32(&full[slot])), "r"(par) : "memory");
-            if (!ready) {
+            if (!stage_ready(meta, full, slot, q)) {
                 const int e = *(volatile int *)&seg_end[s];
                 if (e >= 0 && q >= e) break;
                 q--;
@@ -558,9 +597,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             const uint4 *xu = xb + 2 * m.g0 * 4;
             const int2 *gu = xgs + m.g0;
             const bool sform = meet || FLANE;  // the products read the form from shared memory
-            if (!meet && FLANE) {  // the form lanes copied the unit's groups into its stage
-                xu = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES + FORM_OFF) + (g & 1) * UG * 8 + tq;
-                gu = reinterpret_cast<const int2 *>(ring + slot * STAGE_BYTES + FORM_OFF + UG * 256) + (m.g0 & 1);
+            if (!meet && FLANE) {  // the form warp copied the unit's groups into its stage
+                stage_form(ring + slot * STAGE_BYTES, m, g, tq, xu, gu);
             } else if (!meet) {  // this warp's groups of the form: wait for their flags, read them from L2 in the products
                 const int *flag = up ? wk.hflag : wk.gflag;
                 const int j = cw + lane * CONSUMERS;
@@ -577,26 +615,11 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             }
             float acc0 = 0.f, acc2 = 0.f;
             for (int j = cw; j < (DIAG == 1 || DIAG == 2 ? 0 : m.ng); j += CONSUMERS) {
-                int d[4] = {0, 0, 0, 0};
-                uint4 xv[2];
-                int2 gx;
-                if (sform) {
-                    xv[0] = xu[(2 * j) * 4], xv[1] = xu[(2 * j + 1) * 4], gx = gu[j];
-                } else {
-                    xv[0] = __ldcg(xu + (2 * j) * 4), xv[1] = __ldcg(xu + (2 * j + 1) * 4), gx = __ldcg(gu + j);
-                }
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const uint4 w = wst[(2 * j + u) * 32 + lane];
-                    const unsigned M = 0x0F0F0F0Fu;
-                    cb_imma(d, w.x & M, (w.x >> 4) & M, w.y & M, (w.y >> 4) & M, xv[u].x, xv[u].y);
-                    cb_imma(d, w.z & M, (w.z >> 4) & M, w.w & M, (w.w >> 4) & M, xv[u].z, xv[u].w);
-                }
-                const unsigned sw = sst[j * 8 + g];
-                const float sx = __int_as_float(gx.x);
-                const int v0 = d[0] * 256 + d[1] - 8 * gx.y, v2 = d[2] * 256 + d[3] - 8 * gx.y;
-                acc0 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw & 0xFFFFu))) * sx, (float)v0, acc0);
-                acc2 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw >> 16))) * sx, (float)v2, acc2);
+                if (sform)
+                    group_product(wst, sst, j, xu[(2 * j) * 4], xu[(2 * j + 1) * 4], gu[j], lane, g, acc0, acc2);
+                else
+                    group_product(wst, sst, j, __ldcg(xu + (2 * j) * 4), __ldcg(xu + (2 * j + 1) * 4), __ldcg(gu + j),
+                                  lane, g, acc0, acc2);
             }
             if (tq == 0) red[slot][cw][g] = acc0, red[slot][cw][g + 8] = acc2;
             __syncwarp();
@@ -605,7 +628,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
                 if (lane == 0) mb_arrive(&empty[slot]);
                 continue;
             }
-            mb_wait(&part[slot], par);  // the unit's epilogue warp: every warp's partial rows, summed in order
+            mb_wait(&part[slot], (unsigned)(q / STAGES) & 1u);  // the unit's epilogue warp: every warp's partial rows, summed in order
             acc0 = 0.f, acc2 = 0.f;
             for (int w = 0; w < CONSUMERS; w++) acc0 += red[slot][w][g], acc2 += red[slot][w][g + 8];
             __syncwarp();
@@ -615,13 +638,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
 #else
         for (;;) {
             const int slot = q %% STAGES;
-            // the stage is q's fill once the producer has issued it (its number in meta) and its bytes are in: a
-            // phase test alone could pass on the slot's fill before last, when that one is still in flight
-            unsigned ready = 0;
-            if (*(volatile int *)&meta[slot].seq == q)
-                asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
-                         : "=r"(ready) : "r"(s32(&full[slot])), "r"((unsigned)(q / STAGES) & 1u) : "memory");
-            if (!ready) {
+            if (!stage_ready(meta, full, slot, q)) {
                 const int e = *(volatile int *)&seg_end[s];
                 if (e >= 0 && q >= e) break;  // the stage claimed is a later segment's: hold it
                 continue;
@@ -632,9 +649,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             const uint4 *xu = xb + 2 * m.g0 * 4;  // the unit's first chunk of the form, and its groups' sx / sums
             const int2 *gu = xgs + m.g0;
-            if (!meet && FLANE) {  // the form lanes copied the unit's groups into its stage
-                xu = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES + FORM_OFF) + (g & 1) * UG * 8 + tq;
-                gu = reinterpret_cast<const int2 *>(ring + slot * STAGE_BYTES + FORM_OFF + UG * 256) + (m.g0 & 1);
+            if (!meet && FLANE) {  // the form warp copied the unit's groups into its stage
+                stage_form(ring + slot * STAGE_BYTES, m, g, tq, xu, gu);
             } else if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
                           // copy them into this warp's buffer
                 unsigned char *wb = wbuf + cw * WBUF;
@@ -678,23 +694,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             }
             float acc0 = 0.f, acc2 = 0.f;
 #pragma unroll 4
-            for (int j = 0; j < (DIAG == 1 || DIAG == 2 ? 0 : m.ng); j++) {
-                int d[4] = {0, 0, 0, 0};
-#pragma unroll
-                for (int u = 0; u < 2; u++) {
-                    const uint4 w = wst[(2 * j + u) * 32 + lane];
-                    const uint4 xv = xu[(2 * j + u) * 4];
-                    const unsigned M = 0x0F0F0F0Fu;
-                    cb_imma(d, w.x & M, (w.x >> 4) & M, w.y & M, (w.y >> 4) & M, xv.x, xv.y);
-                    cb_imma(d, w.z & M, (w.z >> 4) & M, w.w & M, (w.w >> 4) & M, xv.z, xv.w);
-                }
-                const int2 gx = gu[j];
-                const unsigned sw = sst[j * 8 + g];
-                const float sx = __int_as_float(gx.x);
-                const int v0 = d[0] * 256 + d[1] - 8 * gx.y, v2 = d[2] * 256 + d[3] - 8 * gx.y;
-                acc0 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw & 0xFFFFu))) * sx, (float)v0, acc0);
-                acc2 = fmaf(__half2float(__ushort_as_half((unsigned short)(sw >> 16))) * sx, (float)v2, acc2);
-            }
+            for (int j = 0; j < (DIAG == 1 || DIAG == 2 ? 0 : m.ng); j++)
+                group_product(wst, sst, j, xu[(2 * j) * 4], xu[(2 * j + 1) * 4], gu[j], lane, g, acc0, acc2);
             __syncwarp();
             if (lane == 0) mb_arrive(&empty[slot]);
             if (DIAG != 2) epilogue(m, l, up, hin, l + 1 < NL ? layers[l + 1].nw : nullptr, acc0, acc2, wk, lane, g, tq);
@@ -715,8 +716,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL,
-                         batch=BATCH, grab=GRAB, coop=COOP, flane=FLANE)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, grab=GRAB, coop=COOP, flane=FLANE)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
