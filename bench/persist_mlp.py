@@ -175,6 +175,13 @@ __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
     if (!REL) __threadfence();
 }
 __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+// spin until a flag or count written by other blocks (with a release) reaches v, acquiring what was written before it
+__device__ __forceinline__ void wait_flag(const int *p, int v) {
+    int seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(seen) : "l"(p) : "memory");
+    } while (seen < v);
+}
 
 // a unit's count: lane 0 adds one, releasing what its warp wrote (after a __syncwarp) and, REL 1, acquiring what the
 // units counted before it wrote (an acq_rel atomic instead of two fence.sc); then every lane may read those
@@ -310,10 +317,7 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             if (lane == 0) wk.hc[grp] = 0;
             if (FLOW == 3) {
                 if (lane == 0) {
-                    int v;
-                    do {
-                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(wk.copied + l) : "memory");
-                    } while (v < (int)gridDim.x);
+                    wait_flag(wk.copied + l, (int)gridDim.x);
                 }
                 __syncwarp();
             }
@@ -477,10 +481,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             const bool up = (m.seg & 1) == 0;
             if (lane < m.ng) {
                 const int *flag = (up ? wk.hflag : wk.gflag) + m.g0 + lane;
-                int v;
-                do {
-                    asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag) : "memory");
-                } while (v < l + 1);
+                wait_flag(flag, l + 1);
             }
             __syncwarp();
             if (lane == 0) {
@@ -525,10 +526,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
         if (DIAG == 3 || !meet) {  // DIAG 3, measurements only: no norm, no form copy (the forms left from before)
         } else if (up && FLOW == 3) {
             if (t < NG1) {
-                int v;
-                do {
-                    asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(wk.hflag + t) : "memory");
-                } while (v < l + 1);
+                wait_flag(wk.hflag + t, l + 1);
                 if (!REL) __threadfence();
             }
             cons_sync();
@@ -603,10 +601,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
                 const int *flag = up ? wk.hflag : wk.gflag;
                 const int j = cw + lane * CONSUMERS;
                 if (j < m.ng) {
-                    int v;
-                    do {
-                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag + m.g0 + j) : "memory");
-                    } while (v < l + 1);
+                    wait_flag(flag + m.g0 + j, l + 1);
                 }
                 __syncwarp();
                 if (!REL) __threadfence();
@@ -659,10 +654,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
                 const int2 *fg = up ? wk.xg1 : wk.xg2;
                 const int K = up ? HID : INTER;
                 if (lane < m.ng) {
-                    int v;
-                    do {
-                        asm volatile("ld.acquire.gpu.global.b32 %%0, [%%1];" : "=r"(v) : "l"(flag + m.g0 + lane) : "memory");
-                    } while (v < l + 1);
+                    wait_flag(flag + m.g0 + lane, l + 1);
                 }
                 __syncwarp();
                 if (!REL) __threadfence();  // REL 1: the lanes' acquire loads and the __syncwarp order the reads
