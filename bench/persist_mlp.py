@@ -114,7 +114,8 @@ SOURCE = r"""
 #define P1 %(p1)d
 #define P2 %(p2)d
 #define CODE_BYTES (UG * 1024)
-#define FORM_OFF (CODE_BYTES + UG * 32)  // FLANE: a stage's groups of its input form: 2 planes x UG x 128, (UG + 2) sx / sums
+// FLANE: a stage's groups of its input form after its codes and scales: 2 planes x UG x 128 bytes, (UG + 2) sx / sums
+#define FORM_OFF (CODE_BYTES + UG * 32)
 #define STAGE_BYTES (FORM_OFF + (FLANE ? UG * 256 + (UG + 2) * 8 : 0))
 #define NG1 (HID / 128)
 #define NG2 (INTER / 128)
@@ -356,7 +357,8 @@ __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Met
 }
 
 // one 128-group j of a unit: its two 64-k chunks' IMMA products (codes wst, form chunks x0 / x1), scaled by the
-// group's weight scales (sst) and form's sx, its zero point taken out with the form's sum; rows g, g + 8 into acc0, acc2
+// group's weight scales (sst) and form's sx, its zero point taken out with the form's sum; rows g, g + 8 into acc0,
+// acc2
 __device__ __forceinline__ void group_product(const uint4 *wst, const unsigned *sst, int j, uint4 x0, uint4 x1, int2 gx,
                                               int lane, int g, float &acc0, float &acc2) {
     int d[4] = {0, 0, 0, 0};
@@ -390,8 +392,8 @@ __device__ __forceinline__ void stage_form(const unsigned char *st, const Meta &
     gu = reinterpret_cast<const int2 *>(st + FORM_OFF + UG * 256) + (m.g0 & 1);
 }
 
-extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) persist_mlp(const Layer *__restrict__ layers,
-                                                                                  const Work *__restrict__ wkp) {
+extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
+    persist_mlp(const Layer *__restrict__ layers, const Work *__restrict__ wkp) {
     static_assert(COOP || CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
     static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2, 3: the norm's scale sums NG1 <= 64 groups in one warp");
     const Work wk = *wkp;
@@ -439,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             m.seq = FLANE ? -2 : count;
             mb_wait(&empty[stage], phase ^ 1);
             meta[stage] = m;
-            if (FLANE) {  // the form lanes read the unit's fields once its number is there
+            if (FLANE) {  // the form warp reads the unit's fields once its number is there
                 __threadfence_block();
                 *(volatile int *)&meta[stage].seq = count;
             }
@@ -454,7 +456,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
             unsigned u = atomicAdd(wk.grab + s, (unsigned)GRAB);
             while (u < units) {  // GRAB units at a time
-                const unsigned next = atomicAdd(wk.grab + s, (unsigned)GRAB);  // the next asked for while these are copied
+                // the next asked for while these are copied
+                const unsigned next = atomicAdd(wk.grab + s, (unsigned)GRAB);
                 for (unsigned k = u; k < u + GRAB && k < units; k++) fill(s, k);
                 u = next;
             }
@@ -462,7 +465,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
         }
         return;
     }
-    if (FLANE && warp == CONSUMERS + 1) {  // the form warp: each filled unit's groups of its input form, once flagged, into its stage
+    // FLANE, the form warp: each filled unit's groups of its input form, once flagged, into its stage
+    if (FLANE && warp == CONSUMERS + 1) {
         for (int c = 0;; c++) {
             const int slot = c %% STAGES;
             bool end = false;
@@ -584,8 +588,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             const int slot = q %% STAGES;
             if (!stage_ready(meta, full, slot, q)) {
                 const int e = *(volatile int *)&seg_end[s];
-                if (e >= 0 && q >= e) break;
-                q--;
+                if (e >= 0 && q >= e) break;  // the stage is a later segment's: every warp holds it
+                q--;  // the same stage again
                 continue;
             }
             const Meta m = meta[slot];
@@ -597,7 +601,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
             const bool sform = meet || FLANE;  // the products read the form from shared memory
             if (!meet && FLANE) {  // the form warp copied the unit's groups into its stage
                 stage_form(ring + slot * STAGE_BYTES, m, g, tq, xu, gu);
-            } else if (!meet) {  // this warp's groups of the form: wait for their flags, read them from L2 in the products
+            } else if (!meet) {  // this warp's groups of the form: wait for their flags, read them from L2
                 const int *flag = up ? wk.hflag : wk.gflag;
                 const int j = cw + lane * CONSUMERS;
                 if (j < m.ng) {
@@ -623,7 +627,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1) pe
                 if (lane == 0) mb_arrive(&empty[slot]);
                 continue;
             }
-            mb_wait(&part[slot], (unsigned)(q / STAGES) & 1u);  // the unit's epilogue warp: every warp's partial rows, summed in order
+            // the unit's epilogue warp: every warp's partial rows, summed in order
+            mb_wait(&part[slot], (unsigned)(q / STAGES) & 1u);
             acc0 = 0.f, acc2 = 0.f;
             for (int w = 0; w < CONSUMERS; w++) acc0 += red[slot][w][g], acc2 += red[slot][w][g + 8];
             __syncwarp();
