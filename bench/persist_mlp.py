@@ -38,7 +38,7 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   NINFER_PM_FLOW=3: as 2, but each block copies gate_up's whole form once its 40 groups are flagged.
 - **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
   NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG
-  (measurement builds, outputs wrong), NINFER_PM_GRAB (units the producer takes from a GEMV's count at once).
+  (measurement builds, outputs wrong).
 - **Cooperative stages (NINFER_PM_COOP=1)** and **a form warp (NINFER_PM_FLANE=1)**, session 38, for a reading of
   session 37's figures: with a 16 KB unit a warp (about 7.5 us of products on an H100), every warp starts at once
   after a grid barrier and no stage frees for that long, so the producer stops. COOP: every consumer warp takes every
@@ -53,8 +53,8 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
 Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form measured. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best
 form, NINFER_PM_FLOW=1 NINFER_PM_REL=1, at 0.835-0.838 against 0.899-0.905 (7 % behind); with no waits at its GEMV
-boundaries (DIAG=3, outputs wrong) 0.967. FLOW=3, BATCH=1, GRAB, COOP and FLANE are prepared (they compile for
-sm_90 without spills), not yet run: bench/session38_call1.sh.
+boundaries (DIAG=3, outputs wrong) 0.967. Prepared, not yet run (they compile for sm_90 without spills): COOP and
+FLANE (bench/session38_call1.sh), FLOW=3 and BATCH=1 (bench/session37_call5.sh).
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
@@ -92,8 +92,6 @@ REL = int(os.environ.get("NINFER_PM_REL", "0"))
 # with FLOW: 1 a unit's copy of its groups of the form issues every load before its stores (0: a load and its store
 # in turn, up to 8 round trips to L2 a lane)
 BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
-# units the producer takes from a GEMV's count at a time (one atomic round trip each; for units smaller than 16 groups)
-GRAB = int(os.environ.get("NINFER_PM_GRAB", "1"))
 # 1: every consumer warp takes every stage and multiplies groups cw, cw + CONSUMERS, .. of its unit; the unit's
 # epilogue warp (its number modulo CONSUMERS) sums the warps' partial rows in order and runs the epilogue, so a stage
 # frees about every CONSUMERS-th of a unit's time, not once a warp's whole unit is done. With FLOW, a warp waits only
@@ -126,7 +124,6 @@ SOURCE = r"""
 #define FLOW %(flow)d
 #define REL %(rel)d
 #define BATCH %(batch)d
-#define GRAB %(grab)d
 #define COOP %(coop)d
 #define FLANE %(flane)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
@@ -395,6 +392,7 @@ __device__ __forceinline__ void stage_form(const unsigned char *st, const Meta &
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     persist_mlp(const Layer *__restrict__ layers, const Work *__restrict__ wkp) {
     static_assert(COOP || CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
+    static_assert(!FLANE || FLOW, "FLANE copies flagged groups of the form: FLOW 1, 2 or 3");
     static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2, 3: the norm's scale sums NG1 <= 64 groups in one warp");
     const Work wk = *wkp;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -454,11 +452,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
         };
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
-            unsigned u = atomicAdd(wk.grab + s, (unsigned)GRAB);
-            while (u < units) {  // GRAB units at a time
-                // the next asked for while these are copied
-                const unsigned next = atomicAdd(wk.grab + s, (unsigned)GRAB);
-                for (unsigned k = u; k < u + GRAB && k < units; k++) fill(s, k);
+            unsigned u = atomicAdd(wk.grab + s, 1u);
+            while (u < units) {
+                const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
+                fill(s, u);
                 u = next;
             }
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
@@ -713,7 +710,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, grab=GRAB, coop=COOP, flane=FLANE)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, coop=COOP, flane=FLANE)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
