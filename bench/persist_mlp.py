@@ -101,6 +101,9 @@ COOP = int(os.environ.get("NINFER_PM_COOP", "0"))
 # the ring's order, up to STAGES units ahead of the consumers) and bulk-copies those groups into the unit's stage, on
 # its full barrier; the consumers then read the form from the stage, with no wait or copy of their own
 FLANE = int(os.environ.get("NINFER_PM_FLANE", "0"))
+# FLANE: 1 the form warp reads a group's flag only until it has seen it for the layer, and fences (REL 1: fence.acq_rel,
+# not fence.sc) only after a unit whose flags it read; 0 (session 38's form) every unit's flags, then a fence.sc
+FSEEN = int(os.environ.get("NINFER_PM_FSEEN", "1"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -126,6 +129,7 @@ SOURCE = r"""
 #define BATCH %(batch)d
 #define COOP %(coop)d
 #define FLANE %(flane)d
+#define FSEEN %(fseen)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -411,6 +415,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
     __shared__ int claim;            // the consumers' next stage
     __shared__ float rsum[CONSUMERS];
+    __shared__ int fseen[FLANE ? NG1 + NG2 : 1];  // the form warp's: the last layer + 1 whose group flag it has seen
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     ninfer::pdl_wait();  // the counts' zeroing before this launch
     if (threadIdx.x == 0) {
@@ -464,6 +469,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     }
     // FLANE, the form warp: each filled unit's groups of its input form, once flagged, into its stage
     if (FLANE && warp == CONSUMERS + 1) {
+        for (int i = lane; i < NG1 + NG2; i += 32) fseen[i] = 0;
         for (int c = 0;; c++) {
             const int slot = c %% STAGES;
             bool end = false;
@@ -480,17 +486,29 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
             if (!form_of(m.seg)) continue;
             const int l = m.seg >> 1;
             const bool up = (m.seg & 1) == 0;
+            // a group's flag is read only until this warp has seen it for the layer (FSEEN 0: every unit reads them
+            // all, with a fence.sc after); once seen, this warp's fences since then order its form before the copies
+            bool waited = false;
             if (lane < m.ng) {
-                const int *flag = (up ? wk.hflag : wk.gflag) + m.g0 + lane;
-                wait_flag(flag, l + 1);
+                int *seen = fseen + (up ? 0 : NG1) + m.g0 + lane;
+                if (!FSEEN || *seen < l + 1) {
+                    wait_flag((up ? wk.hflag : wk.gflag) + m.g0 + lane, l + 1);
+                    *seen = l + 1;
+                    waited = true;
+                }
             }
-            __syncwarp();
+            waited = __any_sync(~0u, waited);
             if (lane == 0) {
                 const unsigned char *fq = up ? wk.xq1 : wk.xq2;
                 const int2 *fg = up ? wk.xg1 : wk.xg2;
                 const int K = up ? HID : INTER;
-                __threadfence();
-                asm volatile("fence.proxy.async.global;" ::: "memory");  // the flagged stores, then the bulk reads
+                if (waited) {
+                    if (FSEEN && REL)
+                        asm volatile("fence.acq_rel.gpu;" ::: "memory");  // the lanes' acquires, for lane 0's copies
+                    else
+                        __threadfence();
+                    asm volatile("fence.proxy.async.global;" ::: "memory");  // the flagged stores, then the bulk reads
+                }
                 unsigned char *dst = ring + slot * STAGE_BYTES + FORM_OFF;
                 bulk_copy(dst, fq + m.g0 * 128, m.ng * 128u, &full[slot]);
                 bulk_copy(dst + UG * 128, fq + K + m.g0 * 128, m.ng * 128u, &full[slot]);
@@ -710,7 +728,8 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, coop=COOP, flane=FLANE)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, coop=COOP, flane=FLANE,
+                         fseen=FSEEN)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
