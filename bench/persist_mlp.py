@@ -104,6 +104,10 @@ FLANE = int(os.environ.get("NINFER_PM_FLANE", "0"))
 # FLANE: 1 the form warp reads a group's flag only until it has seen it for the layer, and fences (REL 1: fence.acq_rel,
 # not fence.sc) only after a unit whose flags it read; 0 (session 38's form) every unit's flags, then a fence.sc
 FSEEN = int(os.environ.get("NINFER_PM_FSEEN", "1"))
+# up to this many of gate_up's units taken ahead by the producer while its ring is full (the consumers at gate_up's grid
+# barrier) and asked of L2 when taken (cp.async.bulk.prefetch.L2); filled next, in order, so the queue empties once the
+# ring frees (session 37's AHEAD kept its queue full through every GEMV and lost). 0: none
+PFQ = int(os.environ.get("NINFER_PM_PFQ", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -130,6 +134,7 @@ SOURCE = r"""
 #define COOP %(coop)d
 #define FLANE %(flane)d
 #define FSEEN %(fseen)d
+#define PFQ %(pfq)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -436,6 +441,12 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
         if (lane != 0) return;
         int stage = 0, count = 0;
         unsigned phase = 0;
+        auto mb_test = [](unsigned long long *bar, unsigned parity) {  // whether the phase of that parity is done
+            unsigned done;
+            asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
+                         : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+            return done != 0;
+        };
         auto fill = [&](int s, unsigned u) {  // the next stage, with unit u of segment s
             Meta m;
             const uint4 *w;
@@ -458,9 +469,41 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
             unsigned u = atomicAdd(wk.grab + s, 1u);
+            // PFQ: gate_up's units taken ahead while the ring is full (the consumers at the grid barrier), each asked
+            // of L2 when taken; they are filled next, in order, so the queue empties once the ring frees
+            unsigned qu[PFQ > 0 ? PFQ : 1];
+            int qn = 0, qh = 0;
+            bool last = false;  // a unit past the segment's end is queued
+            int nf = 0;         // the segment's fills so far: units are taken ahead only in its first 2 STAGES
             while (u < units) {
-                const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
+                if (PFQ && (s & 1) == 0 && nf < 2 * STAGES) {
+                    while (qn < PFQ && !last && !mb_test(&empty[stage], phase ^ 1)) {
+                        const unsigned v = atomicAdd(wk.grab + s, 1u);
+                        qu[(qh + qn) %% (PFQ > 0 ? PFQ : 1)] = v;
+                        qn++;
+                        last = v >= units;
+                        if (!last) {
+                            Meta m;
+                            const uint4 *w;
+                            const unsigned *sc;
+                            unit(layers, s, v, m, w, sc);
+                            asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(w), "r"(m.ng * 1024u)
+                                         : "memory");
+                            asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(sc), "r"(m.ng * 32u)
+                                         : "memory");
+                        }
+                    }
+                }
+                unsigned next;  // the next unit, asked for while this one is copied
+                if (qn) {
+                    next = qu[qh];
+                    qh = (qh + 1) %% (PFQ > 0 ? PFQ : 1);
+                    qn--;
+                } else {
+                    next = atomicAdd(wk.grab + s, 1u);
+                }
                 fill(s, u);
+                nf++;
                 u = next;
             }
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
@@ -729,7 +772,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
                          eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, coop=COOP, flane=FLANE,
-                         fseen=FSEEN)
+                         fseen=FSEEN, pfq=PFQ)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
