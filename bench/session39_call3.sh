@@ -4,6 +4,8 @@
 # best form (FLOW=1 BATCH=1, 0.874-0.879 against launches at 0.888-0.895 on an H100). Every row has REL=1 and prints
 # today's launches of the same 64 MLP blocks beside it, in the same process. Any GPU with sm_90. Kernels: .kc_s38
 # (bash bench/precompile_sm90.sh .kc_s38), carried.
+# Also NINFER_PM_PFQ (commit c6c7fb8): while the ring is full in gate_up's first 2 STAGES fills (the consumers at its
+# grid barrier), the producer takes up to PFQ units ahead and asks L2 for them, so the weight stream goes on.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s38/* $NINFER_KERNEL_CACHE/
@@ -15,11 +17,13 @@ while read -r row; do
   echo "row $n: $row: rc $?"; grep -v compiling $OUT/r$n.txt | grep -E "CHECK|persistent|launches|Error|error" | tail -5 | cut -c1-200
 done <<'ROWS'
 NINFER_PM_FLOW=1 NINFER_PM_BATCH=1
+NINFER_PM_FLOW=1 NINFER_PM_BATCH=1 NINFER_PM_PFQ=4
 NINFER_PM_FLOW=1 NINFER_PM_FLANE=1
 NINFER_PM_FLOW=2 NINFER_PM_FLANE=1
+NINFER_PM_FLOW=1 NINFER_PM_BATCH=1 NINFER_PM_PFQ=2
+NINFER_PM_FLOW=1 NINFER_PM_BATCH=1 NINFER_PM_PFQ=8
 NINFER_PM_FLOW=2 NINFER_PM_FLANE=1 NINFER_PM_FSEEN=0
-NINFER_PM_FLOW=2 NINFER_PM_FLANE=1 NINFER_PM_DIAG=1
-NINFER_PM_FLOW=1 NINFER_PM_FLANE=1
+NINFER_PM_FLOW=1 NINFER_PM_BATCH=1 NINFER_PM_PFQ=4
 NINFER_PM_FLOW=2 NINFER_PM_FLANE=1
 NINFER_PM_FLOW=1 NINFER_PM_BATCH=1
 ROWS
