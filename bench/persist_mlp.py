@@ -39,22 +39,20 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
 - **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
   NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG
   (measurement builds, outputs wrong).
-- **Cooperative stages (NINFER_PM_COOP=1)** and **a form warp (NINFER_PM_FLANE=1)**, session 38, for a reading of
-  session 37's figures: with a 16 KB unit a warp (about 7.5 us of products on an H100), every warp starts at once
-  after a grid barrier and no stage frees for that long, so the producer stops. COOP: every consumer warp takes every
-  stage and multiplies groups cw, cw + CONSUMERS, ..; the unit's epilogue warp (its number modulo CONSUMERS) sums the
-  warps' partial rows in order and runs the epilogue, so a stage frees about every 0.75 us. FLANE (with FLOW): a warp
-  after the consumers waits, in the ring's order, for each filled unit's flagged groups of its input form and
-  bulk-copies them into the unit's stage, on its full barrier; the consumers then neither wait nor copy.
+- **A form warp (NINFER_PM_FLANE=1**, with FLOW, session 38): a warp after the consumers waits, in the ring's order,
+  for each filled unit's flagged groups of its input form and bulk-copies them into the unit's stage, on its full
+  barrier; the consumers then neither wait nor copy. NINFER_PM_FSEEN=1 (its default, session 39): it reads a group's
+  flag only until it has seen it for the layer. NINFER_PM_PFQ (session 39): gate_up's units taken ahead into L2 while
+  the ring is full at gate_up's barrier.
 - Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
-  NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE):
-  all slower, and taken out since (the call scripts name the commits that have them).
+  NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE),
+  and session 39 cooperative stages (NINFER_PM_COOP, session 38: every consumer warp multiplies a share of every
+  stage): all slower, and taken out since (the call scripts name the commits that have them).
 
-Measured on H100s (bench/RESULTS.md, sessions 36-37): correct in every form measured. The defaults (two grid barriers a
-layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best
-form, NINFER_PM_FLOW=1 NINFER_PM_REL=1, at 0.835-0.838 against 0.899-0.905 (7 % behind); with no waits at its GEMV
-boundaries (DIAG=3, outputs wrong) 0.967. Prepared, not yet run (they compile for sm_90 without spills): COOP and
-FLANE (bench/session38_call1.sh), FLOW=3 and BATCH=1 (bench/session37_call5.sh).
+Measured on H100s (bench/RESULTS.md, sessions 36-39): correct in every form measured. The defaults (two grid barriers a
+layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best form,
+NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1, at 0.874-0.879 against 0.888-0.895 (1-2 % behind); without gate_up's
+barrier and norm (DIAG=3, outputs wrong) 0.931-0.932.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
@@ -92,11 +90,6 @@ REL = int(os.environ.get("NINFER_PM_REL", "0"))
 # with FLOW: 1 a unit's copy of its groups of the form issues every load before its stores (0: a load and its store
 # in turn, up to 8 round trips to L2 a lane)
 BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
-# 1: every consumer warp takes every stage and multiplies groups cw, cw + CONSUMERS, .. of its unit; the unit's
-# epilogue warp (its number modulo CONSUMERS) sums the warps' partial rows in order and runs the epilogue, so a stage
-# frees about every CONSUMERS-th of a unit's time, not once a warp's whole unit is done. With FLOW, a warp waits only
-# for its own groups' flags and reads their form from L2 in its products (no copy)
-COOP = int(os.environ.get("NINFER_PM_COOP", "0"))
 # with FLOW: 1 a form warp (after the consumers) waits for the flags of each filled unit's groups of its input form (in
 # the ring's order, up to STAGES units ahead of the consumers) and bulk-copies those groups into the unit's stage, on
 # its full barrier; the consumers then read the form from the stage, with no wait or copy of their own
@@ -131,7 +124,6 @@ SOURCE = r"""
 #define FLOW %(flow)d
 #define REL %(rel)d
 #define BATCH %(batch)d
-#define COOP %(coop)d
 #define FLANE %(flane)d
 #define FSEEN %(fseen)d
 #define PFQ %(pfq)d
@@ -400,7 +392,7 @@ __device__ __forceinline__ void stage_form(const unsigned char *st, const Meta &
 
 extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     persist_mlp(const Layer *__restrict__ layers, const Work *__restrict__ wkp) {
-    static_assert(COOP || CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
+    static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
     static_assert(!FLANE || FLOW, "FLANE copies flagged groups of the form: FLOW 1, 2 or 3");
     static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2, 3: the norm's scale sums NG1 <= 64 groups in one warp");
     const Work wk = *wkp;
@@ -412,10 +404,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     int2 *xgs = reinterpret_cast<int2 *>(xs + 2 * KX);                  // [K / 128]
     unsigned char *wbuf = xs + ((2 * KX + KX / 128 * 8 + 15) & ~15);     // FLOW: CONSUMERS x WBUF (16-byte aligned)
     __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
-#if COOP
-    __shared__ __align__(8) unsigned long long part[STAGES];  // the warps' partial rows of a stage are written
-    __shared__ float red[STAGES][CONSUMERS][16];
-#endif
     __shared__ Meta meta[STAGES];
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
     __shared__ int claim;            // the consumers' next stage
@@ -426,10 +414,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; i++) {
             mb_init(&full[i], 1);
-            mb_init(&empty[i], COOP ? CONSUMERS : 1);
-#if COOP
-            mb_init(&part[i], CONSUMERS);
-#endif
+            mb_init(&empty[i], 1);
             meta[i].seq = -1;
         }
         for (int i = 0; i < 2 * NL; i++) seg_end[i] = -1;
@@ -566,7 +551,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     if (FLOW >= 2 && cw == 0)  // layer 0's input form, a 128-group a block
         for (int grp = blockIdx.x; grp < NG1; grp += gridDim.x) hform(grp, wk.h, layers[0].nw, wk.ssg, 1, wk, lane);
     int q = 0;
-    if (!COOP && lane == 0) q = atomicAdd(&claim, 1);
+    if (lane == 0) q = atomicAdd(&claim, 1);
     q = __shfl_sync(~0u, q, 0);
     for (int s = 0; s < 2 * NL; s++) {
         const int l = s >> 1;
@@ -641,59 +626,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
             asm volatile("red.release.gpu.global.add.s32 [%%0], 1;" ::"l"(wk.copied + l) : "memory");
         const int nchunk = up ? HID / 64 : INTER / 64;
         const uint4 *xb = reinterpret_cast<const uint4 *>(xs) + (g & 1) * nchunk * 4 + tq;
-#if COOP
-        for (;; q++) {  // every warp takes every stage in order
-            const int slot = q %% STAGES;
-            if (!stage_ready(meta, full, slot, q)) {
-                const int e = *(volatile int *)&seg_end[s];
-                if (e >= 0 && q >= e) break;  // the stage is a later segment's: every warp holds it
-                q--;  // the same stage again
-                continue;
-            }
-            const Meta m = meta[slot];
-            if (m.seg != s) break;
-            const uint4 *wst = reinterpret_cast<const uint4 *>(ring + slot * STAGE_BYTES);
-            const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
-            const uint4 *xu = xb + 2 * m.g0 * 4;
-            const int2 *gu = xgs + m.g0;
-            const bool sform = meet || FLANE;  // the products read the form from shared memory
-            if (!meet && FLANE) {  // the form warp copied the unit's groups into its stage
-                stage_form(ring + slot * STAGE_BYTES, m, g, tq, xu, gu);
-            } else if (!meet) {  // this warp's groups of the form: wait for their flags, read them from L2
-                const int *flag = up ? wk.hflag : wk.gflag;
-                const int j = cw + lane * CONSUMERS;
-                if (j < m.ng) {
-                    wait_flag(flag + m.g0 + j, l + 1);
-                }
-                __syncwarp();
-                if (!REL) __threadfence();
-                xu = reinterpret_cast<const uint4 *>(up ? wk.xq1 : wk.xq2) + (g & 1) * nchunk * 4 + tq + 2 * m.g0 * 4;
-                gu = (up ? wk.xg1 : wk.xg2) + m.g0;
-            }
-            float acc0 = 0.f, acc2 = 0.f;
-            for (int j = cw; j < (DIAG == 1 || DIAG == 2 ? 0 : m.ng); j += CONSUMERS) {
-                if (sform)
-                    group_product(wst, sst, j, xu[(2 * j) * 4], xu[(2 * j + 1) * 4], gu[j], lane, g, acc0, acc2);
-                else
-                    group_product(wst, sst, j, __ldcg(xu + (2 * j) * 4), __ldcg(xu + (2 * j + 1) * 4), __ldcg(gu + j),
-                                  lane, g, acc0, acc2);
-            }
-            if (tq == 0) red[slot][cw][g] = acc0, red[slot][cw][g + 8] = acc2;
-            __syncwarp();
-            if (lane == 0) mb_arrive(&part[slot]);
-            if (q %% CONSUMERS != cw) {
-                if (lane == 0) mb_arrive(&empty[slot]);
-                continue;
-            }
-            // the unit's epilogue warp: every warp's partial rows, summed in order
-            mb_wait(&part[slot], (unsigned)(q / STAGES) & 1u);
-            acc0 = 0.f, acc2 = 0.f;
-            for (int w = 0; w < CONSUMERS; w++) acc0 += red[slot][w][g], acc2 += red[slot][w][g + 8];
-            __syncwarp();
-            if (lane == 0) mb_arrive(&empty[slot]);
-            if (DIAG != 2) epilogue(m, l, up, hin, l + 1 < NL ? layers[l + 1].nw : nullptr, acc0, acc2, wk, lane, g, tq);
-        }
-#else
         for (;;) {
             const int slot = q %% STAGES;
             if (!stage_ready(meta, full, slot, q)) {
@@ -757,7 +689,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
             if (lane == 0) q = atomicAdd(&claim, 1);  // the next stage, once this unit is done
             q = __shfl_sync(~0u, q, 0);
         }
-#endif
     }
 }
 """
@@ -771,14 +702,14 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, coop=COOP, flane=FLANE,
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, flane=FLANE,
                          fseen=FSEEN, pfq=PFQ)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
     xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
-    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW and not COOP and not FLANE else 0  # FLOW: the warps' buffers
+    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW and not FLANE else 0  # FLOW: the warps' buffers
     form = UG * 256 + (UG + 2) * 8 if FLANE else 0  # FLANE: a stage's groups of the form
     smem = STAGES * (UG * 1024 + UG * 32 + form) + xbytes + rest
     mod["persist_mlp"].set_max_dynamic_smem(smem)
