@@ -1,4 +1,4 @@
-# Session 39, call 3: bench/persist_mlp.py's form warp (NINFER_PM_FLANE=1) with NINFER_PM_FSEEN=1 (commit 993b38b): it
+# Session 39, call 3 (commit 6bcf428): bench/persist_mlp.py's form warp (NINFER_PM_FLANE=1) with NINFER_PM_FSEEN=1 (commit 993b38b): it
 # reads a group's flag only until it has seen it for the layer, and fences only after a unit whose flags it read (call
 # 1's FLANE rows read every unit's flags and fenced with a fence.sc after each, and lost: 0.68 of copy). Beside call 2's
 # best form (FLOW=1 BATCH=1, 0.874-0.879 against launches at 0.888-0.895 on an H100). Every row has REL=1 and prints
