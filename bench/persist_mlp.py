@@ -39,15 +39,13 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
 - **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
   NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG
   (measurement builds, outputs wrong).
-- **A form warp (NINFER_PM_FLANE=1**, with FLOW, session 38): a warp after the consumers waits, in the ring's order,
-  for each filled unit's flagged groups of its input form and bulk-copies them into the unit's stage, on its full
-  barrier; the consumers then neither wait nor copy. NINFER_PM_FSEEN=1 (its default, session 39): it reads a group's
-  flag only until it has seen it for the layer. NINFER_PM_PFQ (session 39): gate_up's units taken ahead into L2 while
-  the ring is full at gate_up's barrier.
 - Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
   NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE),
-  and session 39 cooperative stages (NINFER_PM_COOP, session 38: every consumer warp multiplies a share of every
-  stage): all slower, and taken out since (the call scripts name the commits that have them).
+  and session 39 three forms prepared in session 38 or 39: cooperative stages (NINFER_PM_COOP: every consumer warp
+  multiplies a share of every stage), a form warp (NINFER_PM_FLANE, NINFER_PM_FSEEN: a warp of its own waits for each
+  unit's flagged groups of its input form and bulk-copies them into the unit's stage) and gate_up's units taken ahead
+  into L2 while the ring is full at its barrier (NINFER_PM_PFQ): all slower, and taken out since (the call scripts
+  name the commits that have them).
 
 Measured on H100s (bench/RESULTS.md, sessions 36-39): correct in every form measured. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best form,
@@ -90,17 +88,6 @@ REL = int(os.environ.get("NINFER_PM_REL", "0"))
 # with FLOW: 1 a unit's copy of its groups of the form issues every load before its stores (0: a load and its store
 # in turn, up to 8 round trips to L2 a lane)
 BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
-# with FLOW: 1 a form warp (after the consumers) waits for the flags of each filled unit's groups of its input form (in
-# the ring's order, up to STAGES units ahead of the consumers) and bulk-copies those groups into the unit's stage, on
-# its full barrier; the consumers then read the form from the stage, with no wait or copy of their own
-FLANE = int(os.environ.get("NINFER_PM_FLANE", "0"))
-# FLANE: 1 the form warp reads a group's flag only until it has seen it for the layer, and fences (REL 1: fence.acq_rel,
-# not fence.sc) only after a unit whose flags it read; 0 (session 38's form) every unit's flags, then a fence.sc
-FSEEN = int(os.environ.get("NINFER_PM_FSEEN", "1"))
-# up to this many of gate_up's units taken ahead by the producer while its ring is full (the consumers at gate_up's grid
-# barrier) and asked of L2 when taken (cp.async.bulk.prefetch.L2); filled next, in order, so the queue empties once the
-# ring frees (session 37's AHEAD kept its queue full through every GEMV and lost). 0: none
-PFQ = int(os.environ.get("NINFER_PM_PFQ", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -112,9 +99,7 @@ SOURCE = r"""
 #define P1 %(p1)d
 #define P2 %(p2)d
 #define CODE_BYTES (UG * 1024)
-// FLANE: a stage's groups of its input form after its codes and scales: 2 planes x UG x 128 bytes, (UG + 2) sx / sums
-#define FORM_OFF (CODE_BYTES + UG * 32)
-#define STAGE_BYTES (FORM_OFF + (FLANE ? UG * 256 + (UG + 2) * 8 : 0))
+#define STAGE_BYTES (CODE_BYTES + UG * 32)
 #define NG1 (HID / 128)
 #define NG2 (INTER / 128)
 #define T1 (INTER / 16)
@@ -124,9 +109,6 @@ SOURCE = r"""
 #define FLOW %(flow)d
 #define REL %(rel)d
 #define BATCH %(batch)d
-#define FLANE %(flane)d
-#define FSEEN %(fseen)d
-#define PFQ %(pfq)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -325,10 +307,7 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
     }
 }
 
-// whether segment s's units read their input form from flagged groups (not from the block's copy in xs)
-__device__ __forceinline__ bool form_of(int s) { return (s & 1) == 0 ? FLOW == 2 : FLOW != 0; }
-// FLANE: the bytes of a unit's sx / sums copy (from its first group rounded down to an even one, 16-byte aligned)
-__device__ __forceinline__ unsigned xg_bytes(const Meta &m) { return ((m.g0 + m.ng - (m.g0 & ~1)) * 8 + 15) & ~15; }
+
 
 // unit u of segment s (2 a layer: gate_up, down): its tile, part and groups, and where its codes and scales are
 __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Meta &m, const uint4 *&w,
@@ -383,17 +362,9 @@ __device__ __forceinline__ bool stage_ready(const Meta *meta, unsigned long long
     return ready;
 }
 
-// FLANE: a stage's groups of its unit's input form, as the products read them (this lane's chunk bytes, sx / sums)
-__device__ __forceinline__ void stage_form(const unsigned char *st, const Meta &m, int g, int tq, const uint4 *&xu,
-                                           const int2 *&gu) {
-    xu = reinterpret_cast<const uint4 *>(st + FORM_OFF) + (g & 1) * UG * 8 + tq;
-    gu = reinterpret_cast<const int2 *>(st + FORM_OFF + UG * 256) + (m.g0 & 1);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
+extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
     persist_mlp(const Layer *__restrict__ layers, const Work *__restrict__ wkp) {
     static_assert(CONSUMERS <= STAGES, "a claimed stage's previous fill must be done: CONSUMERS <= STAGES");
-    static_assert(!FLANE || FLOW, "FLANE copies flagged groups of the form: FLOW 1, 2 or 3");
     static_assert(FLOW < 2 || NG1 <= 64, "FLOW 2, 3: the norm's scale sums NG1 <= 64 groups in one warp");
     const Work wk = *wkp;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -408,7 +379,6 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
     __shared__ int claim;            // the consumers' next stage
     __shared__ float rsum[CONSUMERS];
-    __shared__ int fseen[FLANE ? NG1 + NG2 : 1];  // the form warp's: the last layer + 1 whose group flag it has seen
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     ninfer::pdl_wait();  // the counts' zeroing before this launch
     if (threadIdx.x == 0) {
@@ -426,26 +396,16 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
         if (lane != 0) return;
         int stage = 0, count = 0;
         unsigned phase = 0;
-        auto mb_test = [](unsigned long long *bar, unsigned parity) {  // whether the phase of that parity is done
-            unsigned done;
-            asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%%1], %%2; selp.u32 %%0, 1, 0, p; }"
-                         : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
-            return done != 0;
-        };
         auto fill = [&](int s, unsigned u) {  // the next stage, with unit u of segment s
             Meta m;
             const uint4 *w;
             const unsigned *sc;
             unit(layers, s, u, m, w, sc);
-            m.seq = FLANE ? -2 : count;
+            m.seq = count;
             mb_wait(&empty[stage], phase ^ 1);
             meta[stage] = m;
-            if (FLANE) {  // the form warp reads the unit's fields once its number is there
-                __threadfence_block();
-                *(volatile int *)&meta[stage].seq = count;
-            }
             unsigned char *dst = ring + stage * STAGE_BYTES;
-            mb_expect(&full[stage], m.ng * 1056u + (FLANE && form_of(s) ? m.ng * 256u + xg_bytes(m) : 0u));
+            mb_expect(&full[stage], m.ng * 1056u);
             bulk_copy(dst, w, m.ng * 1024u, &full[stage]);
             bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
             if (++stage == STAGES) stage = 0, phase ^= 1;
@@ -454,96 +414,14 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
             unsigned u = atomicAdd(wk.grab + s, 1u);
-            // PFQ: gate_up's units taken ahead while the ring is full (the consumers at the grid barrier), each asked
-            // of L2 when taken; they are filled next, in order, so the queue empties once the ring frees
-            unsigned qu[PFQ > 0 ? PFQ : 1];
-            int qn = 0, qh = 0;
-            bool last = false;  // a unit past the segment's end is queued
-            int nf = 0;         // the segment's fills so far: units are taken ahead only in its first 2 STAGES
             while (u < units) {
-                if (PFQ && (s & 1) == 0 && nf < 2 * STAGES) {
-                    while (qn < PFQ && !last && !mb_test(&empty[stage], phase ^ 1)) {
-                        const unsigned v = atomicAdd(wk.grab + s, 1u);
-                        qu[(qh + qn) %% (PFQ > 0 ? PFQ : 1)] = v;
-                        qn++;
-                        last = v >= units;
-                        if (!last) {
-                            Meta m;
-                            const uint4 *w;
-                            const unsigned *sc;
-                            unit(layers, s, v, m, w, sc);
-                            asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(w), "r"(m.ng * 1024u)
-                                         : "memory");
-                            asm volatile("cp.async.bulk.prefetch.L2.global [%%0], %%1;" ::"l"(sc), "r"(m.ng * 32u)
-                                         : "memory");
-                        }
-                    }
-                }
-                unsigned next;  // the next unit, asked for while this one is copied
-                if (qn) {
-                    next = qu[qh];
-                    qh = (qh + 1) %% (PFQ > 0 ? PFQ : 1);
-                    qn--;
-                } else {
-                    next = atomicAdd(wk.grab + s, 1u);
-                }
+                const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
                 fill(s, u);
-                nf++;
                 u = next;
             }
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
         return;
-    }
-    // FLANE, the form warp: each filled unit's groups of its input form, once flagged, into its stage
-    if (FLANE && warp == CONSUMERS + 1) {
-        for (int i = lane; i < NG1 + NG2; i += 32) fseen[i] = 0;
-        for (int c = 0;; c++) {
-            const int slot = c %% STAGES;
-            bool end = false;
-            while (*(volatile int *)&meta[slot].seq != c) {
-                const int e = *(volatile int *)&seg_end[2 * NL - 1];
-                if (e >= 0 && c >= e) {
-                    end = true;
-                    break;
-                }
-            }
-            if (end) return;
-            __threadfence_block();
-            const Meta m = meta[slot];
-            if (!form_of(m.seg)) continue;
-            const int l = m.seg >> 1;
-            const bool up = (m.seg & 1) == 0;
-            // a group's flag is read only until this warp has seen it for the layer (FSEEN 0: every unit reads them
-            // all, with a fence.sc after); once seen, this warp's fences since then order its form before the copies
-            bool waited = false;
-            if (lane < m.ng) {
-                int *seen = fseen + (up ? 0 : NG1) + m.g0 + lane;
-                if (!FSEEN || *seen < l + 1) {
-                    wait_flag((up ? wk.hflag : wk.gflag) + m.g0 + lane, l + 1);
-                    *seen = l + 1;
-                    waited = true;
-                }
-            }
-            waited = __any_sync(~0u, waited);
-            if (lane == 0) {
-                const unsigned char *fq = up ? wk.xq1 : wk.xq2;
-                const int2 *fg = up ? wk.xg1 : wk.xg2;
-                const int K = up ? HID : INTER;
-                if (waited) {
-                    if (FSEEN && REL)
-                        asm volatile("fence.acq_rel.gpu;" ::: "memory");  // the lanes' acquires, for lane 0's copies
-                    else
-                        __threadfence();
-                    asm volatile("fence.proxy.async.global;" ::: "memory");  // the flagged stores, then the bulk reads
-                }
-                unsigned char *dst = ring + slot * STAGE_BYTES + FORM_OFF;
-                bulk_copy(dst, fq + m.g0 * 128, m.ng * 128u, &full[slot]);
-                bulk_copy(dst + UG * 128, fq + K + m.g0 * 128, m.ng * 128u, &full[slot]);
-                bulk_copy(dst + UG * 256, fg + (m.g0 & ~1), xg_bytes(m), &full[slot]);
-            }
-            __syncwarp();
-        }
     }
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
     // sums end in its lanes (g, 0)), frees the stage, then runs the unit's epilogue while the other warps go on
@@ -639,9 +517,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1 + FLANE), 1)
             const unsigned *sst = reinterpret_cast<const unsigned *>(ring + slot * STAGE_BYTES + CODE_BYTES);
             const uint4 *xu = xb + 2 * m.g0 * 4;  // the unit's first chunk of the form, and its groups' sx / sums
             const int2 *gu = xgs + m.g0;
-            if (!meet && FLANE) {  // the form warp copied the unit's groups into its stage
-                stage_form(ring + slot * STAGE_BYTES, m, g, tq, xu, gu);
-            } else if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
+            if (!meet) {  // wait for the unit's groups of its input form (SwiGLU's, or FLOW 2 the residual row's), then
                           // copy them into this warp's buffer
                 unsigned char *wb = wbuf + cw * WBUF;
                 const int *flag = up ? wk.hflag : wk.gflag;
@@ -702,16 +578,14 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, flane=FLANE,
-                         fseen=FSEEN, pfq=PFQ)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
     kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
     xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
-    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW and not FLANE else 0  # FLOW: the warps' buffers
-    form = UG * 256 + (UG + 2) * 8 if FLANE else 0  # FLANE: a stage's groups of the form
-    smem = STAGES * (UG * 1024 + UG * 32 + form) + xbytes + rest
+    rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0  # FLOW: the warps' buffers
+    smem = STAGES * (UG * 1024 + UG * 32) + xbytes + rest
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
 
@@ -763,12 +637,12 @@ def main():
         tab = table(ls)
         bufs = dict(h=torch.zeros(2, H, dtype=torch.bfloat16, device=dev),
                     xq2=torch.zeros(2 * I_, dtype=torch.uint8, device=dev),
-                    xg2=torch.zeros(I_ // 128 + 2, 2, dtype=torch.int32, device=dev),  # 2 more: FLANE's copies
+                    xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
                     ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
                     tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
                     gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
                     xq1=torch.zeros(2 * H, dtype=torch.uint8, device=dev),
-                    xg1=torch.zeros(H // 128 + 2, 2, dtype=torch.int32, device=dev),
+                    xg1=torch.zeros(H // 128, 2, dtype=torch.int32, device=dev),
                     ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
         ng2 = I_ // 128
         counts = torch.zeros(5 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
@@ -779,7 +653,7 @@ def main():
         def run():
             bufs["h"][0].copy_(h0)
             counts.zero_()
-            mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1 + FLANE),), tab, wk, smem=smem)
+            mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab, wk, smem=smem)
         return run, bufs["h"][n & 1]
 
     def launches(ls, h0):
