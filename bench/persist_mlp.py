@@ -49,7 +49,7 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
 
 Measured on H100s (bench/RESULTS.md, sessions 36-39): correct in every form measured. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best form,
-NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1, at 0.874-0.879 against 0.888-0.895 (1-2 % behind); without gate_up's
+NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1, at 0.874-0.881 against 0.888-0.898 (1-2 % behind); without gate_up's
 barrier and norm (DIAG=3, outputs wrong) 0.931-0.932.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
