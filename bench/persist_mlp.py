@@ -307,8 +307,6 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
     }
 }
 
-
-
 // unit u of segment s (2 a layer: gate_up, down): its tile, part and groups, and where its codes and scales are
 __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Meta &m, const uint4 *&w,
                                      const unsigned *&sc) {
