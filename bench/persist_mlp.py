@@ -41,7 +41,7 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   (measurement builds, outputs wrong).
 - Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
   NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE),
-  and session 39 three forms prepared in session 38 or 39: cooperative stages (NINFER_PM_COOP: every consumer warp
+  and session 39 three more: cooperative stages (NINFER_PM_COOP: every consumer warp
   multiplies a share of every stage), a form warp (NINFER_PM_FLANE, NINFER_PM_FSEEN: a warp of its own waits for each
   unit's flagged groups of its input form and bulk-copies them into the unit's stage) and gate_up's units taken ahead
   into L2 while the ring is full at its barrier (NINFER_PM_PFQ): all slower, and taken out since (the call scripts
@@ -49,8 +49,8 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
 
 Measured on H100s (bench/RESULTS.md, sessions 36-39): correct in every form measured. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best form,
-NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1, at 0.874-0.881 against 0.888-0.898 (1-2 % behind); without gate_up's
-barrier and norm (DIAG=3, outputs wrong) 0.931-0.932.
+NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1, at 0.874-0.881 against 0.888-0.898 (1.2-2.5 % more time);
+without gate_up's barrier and norm (DIAG=3, outputs wrong) 0.931-0.932.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
@@ -583,7 +583,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     kx = 128 if FLOW == 2 else h if FLOW else max(h, inter)
     xbytes = -(-(2 * kx + kx // 128 * 8) // 16) * 16  # the input form, then (FLOW) the warps' buffers, 16-byte aligned
     rest = CONSUMERS * (UG * 256 + UG * 8) if FLOW else 0  # FLOW: the warps' buffers
-    smem = STAGES * (UG * 1024 + UG * 32) + xbytes + rest
+    smem = STAGES * UG * 1056 + xbytes + rest  # a stage: STAGE_BYTES, UG groups of codes (1024 B) and scales (32 B)
     mod["persist_mlp"].set_max_dynamic_smem(smem)
     return mod, smem, p1, p2
 

@@ -4,8 +4,9 @@
 # about every 0.75 us. NINFER_PM_FLANE=1: a form warp waits for each unit's flagged groups of its input form and
 # bulk-copies them into the unit's stage.
 # Every row has REL=1; each prints today's launches of the same 64 blocks (CUDA graph) beside it, in the same
-# process. Any GPU with sm_90; persist_mlp.py as of commit 5d0a542 (or later, with these options unchanged). Kernels:
-# .kc_s38 (bash bench/precompile_sm90.sh .kc_s38), carried.
+# process. Any GPU with sm_90; persist_mlp.py as of commit 5d0a542 to ce6a59e: COOP and FLANE were taken out
+# at 72a730b, after session 39's call 1 ran these rows (bench/session39_call1.sh). Kernels: .kc_s38
+# (bash bench/precompile_sm90.sh .kc_s38), carried.
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s38/* $NINFER_KERNEL_CACHE/
