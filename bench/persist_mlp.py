@@ -88,6 +88,18 @@ REL = int(os.environ.get("NINFER_PM_REL", "0"))
 # with FLOW: 1 a unit's copy of its groups of the form issues every load before its stores (0: a load and its store
 # in turn, up to 8 round trips to L2 a lane)
 BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
+# FLOW 1: 1 no grid barrier before gate_up either: the last part of each down tile counts the tile done (a release add
+# to a count a layer), and each block's consumers wait for all HID / 16 tiles (what the barrier waited for, without
+# every block's consumers meeting first)
+TDONE = int(os.environ.get("NINFER_PM_TDONE", "0"))
+# FLOW 1: 1 the last part of each down tile also stores its 16 new residual values' sum of squares, and each consumer
+# warp sums those HID / 16 parts itself, loaded with its residual values (no block-wide sum, one meeting fewer). The
+# sum's order differs from add_rms_norm's, so a normed value may differ by a rounding
+NORMP = int(os.environ.get("NINFER_PM_NORMP", "0"))
+# FLOW 3: 1 gate_up's form in two buffers (by the layer's parity), so a group's form for layer l + 1 waits only for
+# every block's copy of layer l - 1's, and that wait comes after the group's loads (0: one buffer, layer l's copies
+# awaited before the loads)
+X2 = int(os.environ.get("NINFER_PM_X2", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -109,6 +121,9 @@ SOURCE = r"""
 #define FLOW %(flow)d
 #define REL %(rel)d
 #define BATCH %(batch)d
+#define TDONE %(tdone)d
+#define NORMP %(normp)d
+#define X2 %(x2)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -137,6 +152,8 @@ struct Work {
     int *hc;        // a count a 128-group of the residual row (NG1: 8 down tiles); the last sets it back to 0
     int *hflag;     // [NG1] the last layer + 1 whose input form of the group is written (zeroed before the launch)
     int *copied;    // FLOW 3: [NL] the blocks that have copied layer l's input form (zeroed likewise)
+    int *tdone;     // TDONE: [NL] layer l's down tiles done (zeroed likewise)
+    float *ssp;     // NORMP: [2][T2] each down tile's sum of squares of its 16 new residual values, by layer parity
 };
 struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
                                                           // (2 a layer), tile, gate / up, part, groups
@@ -195,9 +212,13 @@ __device__ __forceinline__ void before_flag() {
 // FLOW 2, 3: one warp makes 128-group grp of a layer's input form, that of h * w (h the residual row, w the layer's norm
 // weight), the group's sum of squares of h into ss[grp], then flags the group with the layer + 1
 __device__ __forceinline__ void hform(int grp, const bf16 *h, const bf16 *nw, float *ss, int flag, const Work &wk,
-                                      int lane) {
+                                      int lane, const int *wait = nullptr, int buf = 0) {
     const uint2 hv = __ldcg(reinterpret_cast<const uint2 *>(h + grp * 128) + lane);
     const uint2 wv = __ldg(reinterpret_cast<const uint2 *>(nw + grp * 128) + lane);
+    if (wait) {  // X2: every block's copy of the buffer's last form, awaited after the loads
+        if (lane == 0) wait_flag(wait, (int)gridDim.x);
+        __syncwarp();
+    }
     const __nv_bfloat162 *hp = reinterpret_cast<const __nv_bfloat162 *>(&hv);
     const __nv_bfloat162 *wp = reinterpret_cast<const __nv_bfloat162 *>(&wv);
     float a[4], q = 0.f;
@@ -209,7 +230,7 @@ __device__ __forceinline__ void hform(int grp, const bf16 *h, const bf16 *nw, fl
     }
 #pragma unroll
     for (int o = 16; o; o >>= 1) q += __shfl_xor_sync(~0u, q, o);
-    ninfer::fixed_group32(a, grp, wk.xq1, wk.xg1, HID);
+    ninfer::fixed_group32(a, grp, wk.xq1 + buf * 2 * HID, wk.xg1 + buf * NG1, HID);
     if (lane == 0) ss[grp] = q;
     before_flag();
     if (lane == 0) asm volatile("st.release.gpu.global.b32 [%%0], %%1;" ::"l"(wk.hflag + grp), "r"(flag) : "memory");
@@ -278,14 +299,26 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         }
         if (!__shfl_sync(~0u, fin, 0)) return;
         count_acquired();
+        float hq = 0.f;
         if (lane < 16) {  // down's row, rounded to bf16, plus the residual, rounded as add_rms_norm stores h
             float ys = 0.f;
             for (int p = 0; p < P2; p++) ys += __ldcg(ws + p * 16 + lane);
             const int row = m.tile * 16 + lane;
             const float hv = __bfloat162float(__ldcg(hin + row));
-            wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
+            const bf16 hn = __float2bfloat16_rn(bf16r(ys) + hv);
+            wk.h[((l + 1) & 1) * HID + row] = hn;
+            hq = __bfloat162float(hn) * __bfloat162float(hn);
         }
         if (lane == 0) wk.tc2[m.tile] = 0;
+        if (FLOW == 1 && NORMP) {  // the tile's sum of squares (lanes 16-31 add zeros), for the next layer's norm
+#pragma unroll
+            for (int o = 8; o; o >>= 1) hq += __shfl_xor_sync(~0u, hq, o);
+            if (lane == 0) wk.ssp[((l + 1) & 1) * T2 + m.tile] = hq;
+        }
+        if (FLOW == 1 && TDONE) {  // the tile is done: its rows (and sum) released with the count
+            before_flag();
+            if (lane == 0) asm volatile("red.release.gpu.global.add.s32 [%%0], 1;" ::"l"(wk.tdone + l) : "memory");
+        }
         if (FLOW >= 2 && nwn) {  // the last of a 128-group's 8 tiles makes the group's form for the next layer (FLOW 3:
                                  // once every block has copied this layer's)
             __syncwarp();
@@ -296,13 +329,14 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
             if (!__shfl_sync(~0u, fin, 0)) return;
             count_acquired();
             if (lane == 0) wk.hc[grp] = 0;
-            if (FLOW == 3) {
+            if (FLOW == 3 && !X2) {
                 if (lane == 0) {
                     wait_flag(wk.copied + l, (int)gridDim.x);
                 }
                 __syncwarp();
             }
-            hform(grp, wk.h + ((l + 1) & 1) * HID, nwn, wk.ssg + ((l + 1) & 1) * NG1, l + 2, wk, lane);
+            hform(grp, wk.h + ((l + 1) & 1) * HID, nwn, wk.ssg + ((l + 1) & 1) * NG1, l + 2, wk, lane,
+                  FLOW == 3 && X2 && l > 0 ? wk.copied + l - 1 : nullptr, FLOW == 3 && X2 ? (l + 1) & 1 : 0);
         }
     }
 }
@@ -445,7 +479,13 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
         // the block's consumers meet before this GEMV: after a grid barrier, for the norm or the form's copy; FLOW 3,
         // gate_up: after its 40 groups' flags, to copy the form down's epilogues made
         const bool meet = up ? FLOW != 2 : !FLOW;
-        if (s > 0 && meet && DIAG != 3 && !(FLOW == 3 && up)) grid_barrier(wk.bar + s - 1, t);
+        if (s > 0 && meet && DIAG != 3 && FLOW == 1 && TDONE && up) {  // every down tile of layer l - 1 done
+            if (t == 0) wait_flag(wk.tdone + l - 1, T2);
+            cons_sync();
+            if (!REL) __threadfence();
+        } else if (s > 0 && meet && DIAG != 3 && !(FLOW == 3 && up)) {
+            grid_barrier(wk.bar + s - 1, t);
+        }
         if (DIAG == 3 || !meet) {  // DIAG 3, measurements only: no norm, no form copy (the forms left from before)
         } else if (up && FLOW == 3) {
             if (t < NG1) {
@@ -453,17 +493,34 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
                 if (!REL) __threadfence();
             }
             cons_sync();
-            const uint4 *src = reinterpret_cast<const uint4 *>(wk.xq1);
+            const int b = X2 ? l & 1 : 0;
+            const uint4 *src = reinterpret_cast<const uint4 *>(wk.xq1 + b * 2 * HID);
             for (int v = t; v < 2 * HID / 16; v += CONSUMERS * 32) reinterpret_cast<uint4 *>(xs)[v] = __ldcg(src + v);
-            for (int v = t; v < NG1; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg1 + v);
+            for (int v = t; v < NG1; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg1 + b * NG1 + v);
         } else if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
             uint4 hv[NV];
             float ss = 0.f;
+            const bool parts = FLOW == 1 && NORMP && l > 0;  // the down tiles' sums (layer 0's row has none)
+            constexpr int NPART = (T2 + 31) / 32;
+            float pq[NPART];
+            if (parts) {
+#pragma unroll
+                for (int i = 0; i < NPART; i++)
+                    pq[i] = lane + 32 * i < T2 ? __ldcg(wk.ssp + (l & 1) * T2 + lane + 32 * i) : 0.f;
+            }
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int v = t + k * CONSUMERS * 32;
                 if (v < HID / 8) hv[k] = __ldcg(reinterpret_cast<const uint4 *>(hin) + v);
             }
+            float rs;
+            if (parts) {  // every warp sums the same parts in the same order: the same scale in every warp
+#pragma unroll
+                for (int i = 0; i < NPART; i++) ss += pq[i];
+#pragma unroll
+                for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
+                rs = rsqrtf(ss / (float)HID + EPS);
+            } else {
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int v = t + k * CONSUMERS * 32;
@@ -480,7 +537,8 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
             cons_sync();
             ss = 0.f;
             for (int w = 0; w < CONSUMERS; w++) ss += rsum[w];
-            const float rs = rsqrtf(ss / (float)HID + EPS);
+            rs = rsqrtf(ss / (float)HID + EPS);
+            }
 #pragma unroll
             for (int k = 0; k < NV; k++) {  // values 8 v .. 8 v + 7, v's group v / 16: 16 lanes a group
                 const int v = t + k * CONSUMERS * 32;
@@ -576,7 +634,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
@@ -627,7 +685,7 @@ def main():
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
     fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag", "xq1", "xg1", "ssg", "hc",
-              "hflag", "copied")  # the kernel's Work
+              "hflag", "copied", "tdone", "ssp")  # the kernel's Work
 
     def persistent(ls, h0):
         n = len(ls)
@@ -639,13 +697,15 @@ def main():
                     ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
                     tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
                     gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
-                    xq1=torch.zeros(2 * H, dtype=torch.uint8, device=dev),
-                    xg1=torch.zeros(H // 128, 2, dtype=torch.int32, device=dev),
+                    xq1=torch.zeros(2 * 2 * H, dtype=torch.uint8, device=dev),
+                    xg1=torch.zeros(2 * (H // 128), 2, dtype=torch.int32, device=dev),
+                    ssp=torch.zeros(2 * (H // 16), device=dev),
                     ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
         ng2 = I_ // 128
-        counts = torch.zeros(5 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
+        counts = torch.zeros(6 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
         bufs["bar"], bufs["grab"], bufs["copied"] = counts[: 2 * n], counts[2 * n: 4 * n], counts[4 * n: 5 * n]
-        bufs["gflag"], bufs["hflag"] = counts[5 * n: 5 * n + ng2], counts[5 * n + ng2:]
+        bufs["tdone"] = counts[5 * n: 6 * n]
+        bufs["gflag"], bufs["hflag"] = counts[6 * n: 6 * n + ng2], counts[6 * n + ng2:]
         wk = torch.tensor([bufs[f].data_ptr() for f in fields], dtype=torch.int64, device=dev)
 
         def run():
