@@ -100,6 +100,14 @@ NORMP = int(os.environ.get("NINFER_PM_NORMP", "0"))
 # every block's copy of layer l - 1's, and that wait comes after the group's loads (0: one buffer, layer l's copies
 # awaited before the loads)
 X2 = int(os.environ.get("NINFER_PM_X2", "0"))
+# FLOW 1 with TDONE: 1 a down unit adds each of its 16 row sums, in fixed point (2^-24), to its row's 64-bit count
+# (the parts counted in the top 8 bits) with one atomic a row; the part that completes a row knows the row's sum from
+# the atomic's answer and stores h at once (no workspace, no second round trip); TDONE then counts rows, HID a layer.
+# The sum is exact in fixed point, so its order does not matter (the same bits every run)
+PACK = int(os.environ.get("NINFER_PM_PACK", "0"))
+# the producer: units a take from the segment's count (TAKE), and takes in flight (DEEP, 1 or 2)
+TAKE = int(os.environ.get("NINFER_PM_TAKE", "1"))
+DEEP = int(os.environ.get("NINFER_PM_DEEP", "1"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -124,6 +132,9 @@ SOURCE = r"""
 #define TDONE %(tdone)d
 #define NORMP %(normp)d
 #define X2 %(x2)d
+#define PACK %(pack)d
+#define TAKE %(take)d
+#define DEEP %(deep)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -154,6 +165,7 @@ struct Work {
     int *copied;    // FLOW 3: [NL] the blocks that have copied layer l's input form (zeroed likewise)
     int *tdone;     // TDONE: [NL] layer l's down tiles done (zeroed likewise)
     float *ssp;     // NORMP: [2][T2] each down tile's sum of squares of its 16 new residual values, by layer parity
+    unsigned long long *pk;  // PACK: [HID] each row's parts counted (top 8 bits) and summed (zeroed; the last resets)
 };
 struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
                                                           // (2 a layer), tile, gate / up, part, groups
@@ -286,6 +298,40 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         if (FLOW) {  // the group's form is written: flag it with its layer (release after every lane's stores)
             before_flag();
             if (lane == 0) asm volatile("st.release.gpu.global.b32 [%%0], %%1;" ::"l"(wk.gflag + grp), "r"(l + 1) : "memory");
+        }
+    } else if (FLOW == 1 && TDONE && PACK) {
+        // lanes (g, 0) hold rows g and g + 8: each adds its two parts to their rows' counts; the residual values are
+        // loaded beside the atomics, so a row's last part stores h with no further round trip
+        int done = 0;
+        if (tq == 0) {  // both rows' loads and atomics issued before either answer is used: one round trip
+            constexpr long long OFF = 1ll << 51;  // each part's fixed-point value + OFF is positive
+            float hv[2];
+            unsigned long long old[2], add[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = m.tile * 16 + g + 8 * r;
+                hv[r] = __bfloat162float(__ldcg(hin + row));
+                add[r] = (1ull << 56) + (unsigned long long)(__float2ll_rn((r ? acc2 : acc0) * 16777216.f) + OFF);
+                asm volatile("atom.relaxed.gpu.global.add.u64 %%0, [%%1], %%2;"
+                             : "=l"(old[r]) : "l"(wk.pk + row), "l"(add[r]) : "memory");
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = m.tile * 16 + g + 8 * r;
+                const unsigned long long nw = old[r] + add[r];
+                if ((int)(nw >> 56) == P2) {  // the row's last part: its sum is exact, whatever the parts' order
+                    const long long fx = (long long)(nw & ((1ull << 56) - 1)) - (long long)P2 * OFF;
+                    wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r((float)fx * (1.f / 16777216.f)) + hv[r]);
+                    wk.pk[row] = 0ull;
+                    done++;
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) done += __shfl_xor_sync(~0u, done, o);
+        if (done) {  // the rows this unit completed: released with the count (after every lane's stores)
+            before_flag();
+            if (lane == 0) asm volatile("red.release.gpu.global.add.s32 [%%0], %%1;" ::"l"(wk.tdone + l), "r"(done) : "memory");
         }
     } else {
         float *ws = wk.ws2 + (long long)m.tile * P2 * 16;
@@ -445,12 +491,22 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
         };
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
+#if TAKE == 1 && DEEP == 1
             unsigned u = atomicAdd(wk.grab + s, 1u);
             while (u < units) {
                 const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
                 fill(s, u);
                 u = next;
             }
+#else
+            unsigned u = atomicAdd(wk.grab + s, (unsigned)TAKE), u2 = DEEP == 2 ? atomicAdd(wk.grab + s, (unsigned)TAKE) : 0u;
+            while (u < units) {
+                const unsigned next = atomicAdd(wk.grab + s, (unsigned)TAKE);  // asked for while these are copied
+                for (int i = 0; i < TAKE && u + i < units; i++) fill(s, u + i);
+                if (DEEP == 2) u = u2, u2 = next;
+                else u = next;
+            }
+#endif
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
         }
         return;
@@ -480,7 +536,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
         // gate_up: after its 40 groups' flags, to copy the form down's epilogues made
         const bool meet = up ? FLOW != 2 : !FLOW;
         if (s > 0 && meet && DIAG != 3 && FLOW == 1 && TDONE && up) {  // every down tile of layer l - 1 done
-            if (t == 0) wait_flag(wk.tdone + l - 1, T2);
+            if (t == 0) wait_flag(wk.tdone + l - 1, PACK ? HID : T2);
             cons_sync();
             if (!REL) __threadfence();
         } else if (s > 0 && meet && DIAG != 3 && !(FLOW == 3 && up)) {
@@ -634,7 +690,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
@@ -685,7 +741,7 @@ def main():
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
     fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag", "xq1", "xg1", "ssg", "hc",
-              "hflag", "copied", "tdone", "ssp")  # the kernel's Work
+              "hflag", "copied", "tdone", "ssp", "pk")  # the kernel's Work
 
     def persistent(ls, h0):
         n = len(ls)
@@ -699,7 +755,7 @@ def main():
                     gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
                     xq1=torch.zeros(2 * 2 * H, dtype=torch.uint8, device=dev),
                     xg1=torch.zeros(2 * (H // 128), 2, dtype=torch.int32, device=dev),
-                    ssp=torch.zeros(2 * (H // 16), device=dev),
+                    ssp=torch.zeros(2 * (H // 16), device=dev), pk=torch.zeros(H, dtype=torch.int64, device=dev),
                     ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
         ng2 = I_ // 128
         counts = torch.zeros(6 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
