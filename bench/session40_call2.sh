@@ -15,6 +15,7 @@ B="NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   PM_TIMEOUT=45 bash bench/pm_rows.sh .kc_s40 <<ROWS
 $B
+$B NINFER_PM_TDONE=1
 $B NINFER_PM_TDONE=1 NINFER_PM_PACK=1
 ROWS
   NINFER_CB_UNIT=16384 timeout 100 python bench/chain_bound.py > $OUT/chain.txt 2>&1
