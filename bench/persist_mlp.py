@@ -108,6 +108,10 @@ PACK = int(os.environ.get("NINFER_PM_PACK", "0"))
 # the producer: units a take from the segment's count (TAKE), and takes in flight (DEEP, 1 or 2)
 TAKE = int(os.environ.get("NINFER_PM_TAKE", "1"))
 DEEP = int(os.environ.get("NINFER_PM_DEEP", "1"))
+# FLOW 1 with TDONE, a measurement (outputs right): 1 each block records, at each gate_up boundary, its ring's stages
+# filled and not yet multiplied, and the global timer, as the wait begins, as it ends and once the form is made; the
+# script prints their means
+RING = int(os.environ.get("NINFER_PM_RING", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -135,6 +139,7 @@ SOURCE = r"""
 #define PACK %(pack)d
 #define TAKE %(take)d
 #define DEEP %(deep)d
+#define RING %(ring)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -166,6 +171,8 @@ struct Work {
     int *tdone;     // TDONE: [NL] layer l's down tiles done (zeroed likewise)
     float *ssp;     // NORMP: [2][T2] each down tile's sum of squares of its 16 new residual values, by layer parity
     unsigned long long *pk;  // PACK: [HID] each row's parts counted (top 8 bits) and summed (zeroed; the last resets)
+    long long *ring;  // RING: [NL][blocks][5]: stages filled and not multiplied at the wait's start and after the form,
+                      // the global timer (ns) at the wait's start, its end, after the form
 };
 struct Meta { int seq, seg, tile, half, part, g0, ng; };  // a stage's unit: its number in the block's order, segment
                                                           // (2 a layer), tile, gate / up, part, groups
@@ -185,6 +192,11 @@ __device__ __forceinline__ void grid_barrier(unsigned *count, int t) {
     if (!REL) __threadfence();
 }
 __device__ __forceinline__ float bf16r(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+__device__ __forceinline__ long long ninfer_globaltimer() {
+    long long v;
+    asm volatile("mov.u64 %%0, %%globaltimer;" : "=l"(v));
+    return v;
+}
 // spin until a flag or count written by other blocks (with a release) reaches v, acquiring what was written before it
 __device__ __forceinline__ void wait_flag(const int *p, int v) {
     int seen;
@@ -456,6 +468,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
     __shared__ Meta meta[STAGES];
     __shared__ int seg_end[2 * NL];  // the producer's count of stages when segment s ends (-1 until then)
     __shared__ int claim;            // the consumers' next stage
+    __shared__ int filled;           // RING: the producer's count of stages filled
     __shared__ float rsum[CONSUMERS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     ninfer::pdl_wait();  // the counts' zeroing before this launch
@@ -467,6 +480,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
         }
         for (int i = 0; i < 2 * NL; i++) seg_end[i] = -1;
         claim = 0;
+        filled = 0;
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -488,6 +502,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
             bulk_copy(dst + CODE_BYTES, sc, m.ng * 32u, &full[stage]);
             if (++stage == STAGES) stage = 0, phase ^= 1;
             count++;
+            if (RING) *(volatile int *)&filled = count;
         };
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
@@ -535,8 +550,14 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
         // the block's consumers meet before this GEMV: after a grid barrier, for the norm or the form's copy; FLOW 3,
         // gate_up: after its 40 groups' flags, to copy the form down's epilogues made
         const bool meet = up ? FLOW != 2 : !FLOW;
+        long long *rg = wk.ring + ((long long)l * gridDim.x + blockIdx.x) * 5;
         if (s > 0 && meet && DIAG != 3 && FLOW == 1 && TDONE && up) {  // every down tile of layer l - 1 done
+            if (RING && t == 0) {  // stages filled, less those claimed but by the CONSUMERS warps that each hold one
+                rg[0] = *(volatile int *)&filled - *(volatile int *)&claim + CONSUMERS;
+                rg[2] = ninfer_globaltimer();
+            }
             if (t == 0) wait_flag(wk.tdone + l - 1, PACK ? HID : T2);
+            if (RING && t == 0) rg[3] = ninfer_globaltimer();
             cons_sync();
             if (!REL) __threadfence();
         } else if (s > 0 && meet && DIAG != 3 && !(FLOW == 3 && up)) {
@@ -612,6 +633,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
             for (int v = t; v < NG2; v += CONSUMERS * 32) xgs[v] = __ldcg(wk.xg2 + v);
         }
         if (meet) cons_sync();
+        if (RING && FLOW == 1 && TDONE && up && s > 0 && t == 0) {
+            rg[1] = *(volatile int *)&filled - *(volatile int *)&claim + CONSUMERS;
+            rg[4] = ninfer_globaltimer();
+        }
         if (FLOW == 3 && up && t == 0)  // this block's copy of the layer's form is done (its loads before the release)
             asm volatile("red.release.gpu.global.add.s32 [%%0], 1;" ::"l"(wk.copied + l) : "memory");
         const int nchunk = up ? HID / 64 : INTER / 64;
@@ -690,7 +715,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP, ring=RING)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
@@ -741,7 +766,7 @@ def main():
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
     fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag", "xq1", "xg1", "ssg", "hc",
-              "hflag", "copied", "tdone", "ssp", "pk")  # the kernel's Work
+              "hflag", "copied", "tdone", "ssp", "pk", "ring")  # the kernel's Work
 
     def persistent(ls, h0):
         n = len(ls)
@@ -756,6 +781,7 @@ def main():
                     xq1=torch.zeros(2 * 2 * H, dtype=torch.uint8, device=dev),
                     xg1=torch.zeros(2 * (H // 128), 2, dtype=torch.int32, device=dev),
                     ssp=torch.zeros(2 * (H // 16), device=dev), pk=torch.zeros(H, dtype=torch.int64, device=dev),
+                    ring=torch.zeros(max(n, 1) * sms * 5, dtype=torch.int64, device=dev),
                     ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
         ng2 = I_ // 128
         counts = torch.zeros(6 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
@@ -768,6 +794,7 @@ def main():
             bufs["h"][0].copy_(h0)
             counts.zero_()
             mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab, wk, smem=smem)
+        run.ring = bufs["ring"]
         return run, bufs["h"][n & 1]
 
     def launches(ls, h0):
@@ -831,6 +858,16 @@ def main():
             t = graph_us(lambda i, fn=fn: fn(), inner=1, reps=10, drop=1) / 1e6
             print(f"| {name} | {t * 1e6:.0f} us | {nbytes / t / 1e12:.2f} TB/s | {nbytes / t / bw:.3f} of copy |",
                   flush=True)
+    if RING and FLOW == 1 and TDONE:  # the last run's records, layers 1 .. L - 1 (layer 0 has no boundary)
+        r = runp.ring.view(args.layers, sms, 5)[1:].double().cpu()
+        fb, fa = r[..., 0], r[..., 1]
+        wait, form = (r[..., 3] - r[..., 2]) / 1e3, (r[..., 4] - r[..., 3]) / 1e3
+        span = (r[..., 4].max(dim=1).values - r[..., 2].min(dim=1).values) / 1e3
+        print(f"RING at gate_up's boundary, means over {args.layers - 1} layers x {sms} blocks: stages filled, not "
+              f"multiplied: {fb.mean():.2f} as the wait begins (min {fb.min():.0f}, at {STAGES}: "
+              f"{(fb >= STAGES).double().mean() * 100:.0f} %), {fa.mean():.2f} after the form (at {STAGES}: "
+              f"{(fa >= STAGES).double().mean() * 100:.0f} %); wait {wait.mean():.2f} us (max {wait.max():.2f}), "
+              f"norm and form {form.mean():.2f} us; first wait to last form a layer {span.mean():.2f} us", flush=True)
 
 
 if __name__ == "__main__":
