@@ -13,5 +13,5 @@ n=0
 while read -r row; do
   n=$((n+1))
   env $row timeout ${PM_TIMEOUT:-40} python bench/persist_mlp.py > $OUT/pm$n.txt 2>&1
-  echo "row $n: $row: rc $?"; grep -E "CHECK|persistent|launches|RING|Error|error" $OUT/pm$n.txt | tail -6 | cut -c1-200
+  echo "row $n: $row: rc $?"; grep -E "CHECK|persistent|launches|RING|Error|error" $OUT/pm$n.txt | tail -6 | cut -c1-400
 done
