@@ -38,7 +38,12 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   NINFER_PM_FLOW=3: as 2, but each block copies gate_up's whole form once its 40 groups are flagged.
 - **Other options:** NINFER_PM_REL=1 (acq_rel counts and release / acquire barriers without fence.sc),
   NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG
-  (measurement builds, outputs wrong).
+  (measurement builds, outputs wrong). Session 40's, with FLOW=1: NINFER_PM_TDONE=1 (gate_up waits on a count of
+  down tiles done, not a grid barrier), NINFER_PM_PACK=1 (with TDONE: down's parts summed exactly in fixed point by
+  packed 64-bit atomics, so a row's last part stores it with no second round trip), NINFER_PM_NORMP=1 (the norm from
+  the down tiles' sums of squares), NINFER_PM_TAKE / NINFER_PM_DEEP (the producer's units a take and takes in
+  flight), NINFER_PM_RING=1 (records the ring's fill and the wait's times at gate_up's boundary); with FLOW=3,
+  NINFER_PM_X2=1 (gate_up's form in two buffers).
 - Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
   NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE),
   and session 39 three more: cooperative stages (NINFER_PM_COOP: every consumer warp
@@ -47,10 +52,11 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   into L2 while the ring is full at its barrier (NINFER_PM_PFQ): all slower, and taken out since (the call scripts
   name the commits that have them).
 
-Measured on H100s (bench/RESULTS.md, sessions 36-39): correct in every form measured. The defaults (two grid barriers a
+Measured on H100s (bench/RESULTS.md, sessions 36-40): correct in every form measured. The defaults (two grid barriers a
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best form,
 NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1, at 0.874-0.881 against 0.888-0.898 (1.2-2.5 % more time);
-without gate_up's barrier and norm (DIAG=3, outputs wrong) 0.931-0.932.
+without gate_up's barrier and norm (DIAG=3, outputs wrong) 0.931-0.932. Session 40: with NINFER_PM_TDONE=1, level
+with the launches (3352-3359 us against 3338-3355).
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
