@@ -118,6 +118,10 @@ DEEP = int(os.environ.get("NINFER_PM_DEEP", "1"))
 # filled and not yet multiplied, and the global timer, as the wait begins, as it ends and once the form is made; the
 # script prints their means
 RING = int(os.environ.get("NINFER_PM_RING", "0"))
+# 1: a launch a layer (the kernel built for one layer), PDL between them: each block lets the next launch go at its
+# start, and its producer fills the ring before the wait (the weights depend on nothing), its consumers after it. The
+# step to today's decoder: the MLP block's three launches as one, the other ops between them as they are
+PL = int(os.environ.get("NINFER_PM_PL", "0"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -146,6 +150,7 @@ SOURCE = r"""
 #define TAKE %(take)d
 #define DEEP %(deep)d
 #define RING %(ring)d
+#define PL %(pl)d
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -477,7 +482,10 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
     __shared__ int filled;           // RING: the producer's count of stages filled
     __shared__ float rsum[CONSUMERS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    ninfer::pdl_wait();  // the counts' zeroing before this launch
+    if (PL)
+        ninfer::pdl_trigger();  // the next layer's launch may go; its blocks take SMs as this one's leave
+    else
+        ninfer::pdl_wait();  // the counts' zeroing before this launch
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; i++) {
             mb_init(&full[i], 1);
@@ -535,6 +543,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
     // sums end in its lanes (g, 0)), frees the stage, then runs the unit's epilogue while the other warps go on
     const int t = threadIdx.x - 32, cw = t >> 5, g = lane >> 2, tq = lane & 3;
+    if (PL) ninfer::pdl_wait();  // the layer before (its residual row, the workspaces) is done
     if (FLOW >= 2 && cw == 0)  // layer 0's input form, a 128-group a block
         for (int grp = blockIdx.x; grp < NG1; grp += gridDim.x) hform(grp, wk.h, layers[0].nw, wk.ssg, 1, wk, lane);
     int q = 0;
@@ -721,7 +730,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP, ring=RING)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP, ring=RING, pl=PL if layers == 1 else 0)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
@@ -775,6 +784,8 @@ def main():
               "hflag", "copied", "tdone", "ssp", "pk", "ring")  # the kernel's Work
 
     def persistent(ls, h0):
+        if PL:
+            return per_layer(ls, h0)
         n = len(ls)
         mod, smem, p1, p2 = build(H, I_, n, eps, dev)
         tab = table(ls)
@@ -802,6 +813,38 @@ def main():
             mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab, wk, smem=smem)
         run.ring = bufs["ring"]
         return run, bufs["h"][n & 1]
+
+    def per_layer(ls, h0):  # PL: a launch a layer, each with its own counts and flags, the rows h[l] -> h[l + 1]
+        n = len(ls)
+        mod, smem, p1, p2 = build(H, I_, 1, eps, dev)
+        tab = table(ls)
+        hbuf = torch.zeros(n + 1, H, dtype=torch.bfloat16, device=dev)
+        shared = dict(xq2=torch.zeros(2 * I_, dtype=torch.uint8, device=dev),
+                      xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
+                      ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
+                      tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
+                      gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
+                      xq1=torch.zeros(2 * 2 * H, dtype=torch.uint8, device=dev),
+                      xg1=torch.zeros(2 * (H // 128), 2, dtype=torch.int32, device=dev),
+                      ssp=torch.zeros(2 * (H // 16), device=dev), pk=torch.zeros(H, dtype=torch.int64, device=dev),
+                      ring=torch.zeros(sms * 5, dtype=torch.int64, device=dev),
+                      ssg=torch.zeros(2 * (H // 128), device=dev),
+                      hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
+        ng2, per = I_ // 128, 6 + I_ // 128 + H // 128
+        counts = torch.zeros(n * per, dtype=torch.int32, device=dev)  # one zeroing for all the launches
+        wks = []
+        for i in range(n):
+            c = counts[i * per: (i + 1) * per]
+            b = dict(shared, h=hbuf[i:], bar=c[0:2], grab=c[2:4], copied=c[4:5], tdone=c[5:6], gflag=c[6: 6 + ng2],
+                     hflag=c[6 + ng2:])
+            wks.append(torch.tensor([b[f].data_ptr() for f in fields], dtype=torch.int64, device=dev))
+
+        def run():
+            counts.zero_()
+            hbuf[0].copy_(h0)  # a kernel after the zeroing: the first launch's PDL edge is to it
+            for i in range(n):
+                mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab[i:i + 1], wks[i], smem=smem)
+        return run, hbuf[n]
 
     def launches(ls, h0):
         x0 = torch.zeros(1, H, dtype=torch.bfloat16, device=dev)
@@ -860,11 +903,11 @@ def main():
           f"({nbytes / bw * 1e6:.0f} us at copy bandwidth)", flush=True)
     for _rep in range(2):
         for name, fn in (("today's launches (add_rms_norm, qmv1sf, qmv1x), CUDA graph", runl),
-                         ("persistent, one launch", runp)):
+                         ("persistent, a launch a layer (PDL)" if PL else "persistent, one launch", runp)):
             t = graph_us(lambda i, fn=fn: fn(), inner=1, reps=10, drop=1) / 1e6
             print(f"| {name} | {t * 1e6:.0f} us | {nbytes / t / 1e12:.2f} TB/s | {nbytes / t / bw:.3f} of copy |",
                   flush=True)
-    if RING and FLOW == 1 and TDONE:  # the last run's records, layers 1 .. L - 1 (layer 0 has no boundary)
+    if RING and FLOW == 1 and TDONE and not PL:  # the last run's records, layers 1 .. L - 1 (layer 0 has no boundary)
         r = runp.ring.view(args.layers, sms, 5)[1:].double().cpu()
         fb, fa = r[..., 0], r[..., 1]
         wait, form = (r[..., 3] - r[..., 2]) / 1e3, (r[..., 4] - r[..., 3]) / 1e3

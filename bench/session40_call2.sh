@@ -6,7 +6,7 @@
 # - the real decode (bench/quant.py): default and without the norms, attention and recurrence, both models;
 # - bench/qmv_balance.py: do the 320-tile GEMVs lose to uneven blocks an SM on the H200?
 # - bench/persist_mlp.py, the best form and TDONE, and TDONE + PACK, against today's launches.
-# On any other GPU: the persist_mlp rows only (TDONE with PACK, DEEP, TAKE; RING: how full the ring is at gate_up's wait).
+# On any other GPU: the persist_mlp rows only (TDONE with PACK, DEEP, TAKE; RING: how full the ring is at gate_up's wait; PL: a launch a layer).
 source bench/device_env.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s40/* $NINFER_KERNEL_CACHE/
@@ -18,6 +18,7 @@ $B
 $B NINFER_PM_TDONE=1
 $B NINFER_PM_TDONE=1 NINFER_PM_PACK=1
 $B NINFER_PM_TDONE=1 NINFER_PM_PACK=1 NINFER_PM_RING=1
+$B NINFER_PM_TDONE=1 NINFER_PM_PACK=1 NINFER_PM_PL=1
 ROWS
   NINFER_CB_UNIT=16384 timeout 100 python bench/chain_bound.py > $OUT/chain.txt 2>&1
   echo "chain_bound, 16 KB units"; grep -v compiling $OUT/chain.txt | cut -c1-200
@@ -41,5 +42,7 @@ $B NINFER_PM_TDONE=1
 $B NINFER_PM_TDONE=1 NINFER_PM_PACK=1 NINFER_PM_DEEP=2
 $B NINFER_PM_TDONE=1 NINFER_PM_RING=1
 $B NINFER_PM_TDONE=1 NINFER_PM_PACK=1 NINFER_PM_RING=1
+$B NINFER_PM_TDONE=1 NINFER_PM_PL=1
+$B NINFER_PM_TDONE=1 NINFER_PM_PACK=1 NINFER_PM_PL=1
 ROWS
 fi
