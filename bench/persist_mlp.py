@@ -121,7 +121,11 @@ RING = int(os.environ.get("NINFER_PM_RING", "0"))
 # 1: a launch a layer (the kernel built for one layer), PDL between them: each block lets the next launch go at its
 # start, and its producer fills the ring before the wait (the weights depend on nothing), its consumers after it. The
 # step to today's decoder: the MLP block's three launches as one, the other ops between them as they are
-PL = int(os.environ.get("NINFER_PM_PL", "0"))
+PL = int(os.environ.get("NINFER_PM_PL", "0"))  # 2: every thread waits first, then lets the next launch go
+# FLOW 1: down's last TAILN parts of each tile TAILG groups each (the parts before them of up to UG), so the units at
+# the end of down, which gate_up's wait waits for, are short (0: every part of up to UG groups)
+TAILN = int(os.environ.get("NINFER_PM_TAILN", "0"))
+TAILG = int(os.environ.get("NINFER_PM_TAILG", "4"))
 
 SOURCE = r"""
 #define STAGES %(stages)d
@@ -151,6 +155,10 @@ SOURCE = r"""
 #define DEEP %(deep)d
 #define RING %(ring)d
 #define PL %(pl)d
+#define TAILN %(tailn)d
+#define TAILG %(tailg)d
+#define M2 (NG2 - TAILN * TAILG)  // down's groups in parts of up to UG
+#define PM2 (P2 - TAILN)           // those parts
 #define WBUF (UG * 256 + UG * 8)  // FLOW: a warp's forms of its unit's groups, hi / lo planes and sx / sums
 
 typedef __nv_bfloat16 bf16;
@@ -427,8 +435,19 @@ __device__ __forceinline__ void unit(const Layer *layers, int s, unsigned u, Met
         m.part = FLOW ? u / T2 : m.part;
         m.half = 0;
     }
+#if TAILN
+    if (!up && m.part >= PM2) {  // a short part at the end of down
+        m.g0 = M2 + (m.part - PM2) * TAILG;
+        m.ng = TAILG;
+    } else {
+        const int ng_p = up ? ng_all : M2, np = up ? parts : PM2;
+        m.g0 = m.part * ng_p / np;
+        m.ng = (m.part + 1) * ng_p / np - m.g0;
+    }
+#else
     m.g0 = m.part * ng_all / parts;
     m.ng = (m.part + 1) * ng_all / parts - m.g0;
+#endif
     const int T = m.tile + m.half * T1;
     w = (up ? L.gu_w : L.dn_w) + ((long long)T * nchunk + 2 * m.g0) * 32;
     sc = (up ? L.gu_s : L.dn_s) + ((long long)T * ng_all + m.g0) * 8;
@@ -482,10 +501,12 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
     __shared__ int filled;           // RING: the producer's count of stages filled
     __shared__ float rsum[CONSUMERS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (PL)
+    if (PL == 1) {
         ninfer::pdl_trigger();  // the next layer's launch may go; its blocks take SMs as this one's leave
-    else
+    } else {
         ninfer::pdl_wait();  // the counts' zeroing before this launch
+        if (PL == 2) ninfer::pdl_trigger();
+    }
     if (threadIdx.x == 0) {
         for (int i = 0; i < STAGES; i++) {
             mb_init(&full[i], 1);
@@ -543,7 +564,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
     // the consumers: each warp claims the block's next stage and multiplies its whole unit alone (the unit's 16 row
     // sums end in its lanes (g, 0)), frees the stage, then runs the unit's epilogue while the other warps go on
     const int t = threadIdx.x - 32, cw = t >> 5, g = lane >> 2, tq = lane & 3;
-    if (PL) ninfer::pdl_wait();  // the layer before (its residual row, the workspaces) is done
+    if (PL == 1) ninfer::pdl_wait();  // the layer before (its residual row, the workspaces) is done
     if (FLOW >= 2 && cw == 0)  // layer 0's input form, a 128-group a block
         for (int grp = blockIdx.x; grp < NG1; grp += gridDim.x) hform(grp, wk.h, layers[0].nw, wk.ssg, 1, wk, lane);
     int q = 0;
@@ -728,9 +749,9 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
     from ninfer.kernels.launch import Module
     from ninfer.kernels.nvrtc import compile_cubin
 
-    p1, p2 = -(-(h // 128) // UG), -(-(inter // 128) // UG)
+    p1, p2 = -(-(h // 128) // UG), -(-(inter // 128 - TAILN * TAILG) // UG) + TAILN
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP, ring=RING, pl=PL if layers == 1 else 0)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP, ring=RING, pl=PL if layers == 1 else 0, tailn=TAILN, tailg=TAILG)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")

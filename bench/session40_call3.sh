@@ -1,0 +1,49 @@
+# Session 40, call 3 (calls 1-2 were served by H100s: TDONE then TDONE + PACK the best; PL failed its check). Kernels: bash bench/precompile_sm90.sh .kc_s40 (carried).
+# On an H200 (the goals' GPU), what no call has measured there yet:
+# - bench/chain_bound.py, both models, 16 KB dealt units (and the 27B with int4 IMMA products in 15 consumer warps):
+#   do today's launches stream near 0.9 of copy bandwidth there too, and does the persistent form gain more than the
+#   8-10 % (27B) / 0 % (8B) it gained on H100s (session 35)?
+# - the real decode (bench/quant.py): default and without the norms, attention and recurrence, both models;
+# - bench/qmv_balance.py: do the 320-tile GEMVs lose to uneven blocks an SM on the H200?
+# - bench/persist_mlp.py, session 39's best form and TDONE + PACK (with TAKE=2, TAILN=2, RING), against today's launches.
+# On any other GPU: the persist_mlp rows only: TDONE + PACK with TAKE=2, short tail parts of down (TAILN), PL=2 (a
+# launch a layer, waiting before the trigger), RING, and DIAG=3 (no boundary before gate_up, outputs wrong).
+source bench/device_env.sh
+nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
+mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s40/* $NINFER_KERNEL_CACHE/
+export PYTHONPATH=$PYTHONPATH:$PWD/bench
+B="NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1"
+P="$B NINFER_PM_TDONE=1 NINFER_PM_PACK=1"
+if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+  PM_TIMEOUT=45 bash bench/pm_rows.sh .kc_s40 <<ROWS
+$B
+$P
+$P NINFER_PM_TAKE=2
+$P NINFER_PM_TAILN=2
+$P NINFER_PM_RING=1
+ROWS
+  NINFER_CB_UNIT=16384 timeout 100 python bench/chain_bound.py > $OUT/chain.txt 2>&1
+  echo "chain_bound, 16 KB units"; grep -v compiling $OUT/chain.txt | cut -c1-200
+  NINFER_CB_UNIT=16384 NINFER_CB_PRODUCTS=1 NINFER_CB_CONSUMERS=15 timeout 60 python bench/chain_bound.py --models 27B > $OUT/chain_p15.txt 2>&1
+  echo "products, 15 consumer warps"; grep -E "copy bandwidth|units|the same|Error|error" $OUT/chain_p15.txt | cut -c1-200
+  D="default (per tile 1..8 tokens, split 9..16)"; X="without norms, attention, GDN recurrence"
+  timeout 130 python bench/quant.py --parts e2e --no-qgemv --lm-head int4 --models "27B W4A16 g128" --variants "$D;$X;$D" > $OUT/e2e27.txt 2>&1
+  grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e27.txt | cut -c1-200
+  timeout 80 python bench/quant.py --parts e2e --no-qgemv --lm-head int8 --models "8B W8A16 g128" --variants "$D;$X;$D" > $OUT/e2e8.txt 2>&1
+  grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e8.txt | cut -c1-200
+  timeout 60 python bench/qmv_balance.py > $OUT/bal.txt 2>&1; cut -c1-200 $OUT/bal.txt
+else
+  PM_TIMEOUT=40 bash bench/pm_rows.sh .kc_s40 <<ROWS
+$P
+$P NINFER_PM_TAKE=2
+$P NINFER_PM_TAILN=2
+$P NINFER_PM_TAILN=2 NINFER_PM_TAILG=8
+$P NINFER_PM_TAILN=4
+$P NINFER_PM_TAKE=2 NINFER_PM_TAILN=2
+$P NINFER_PM_PL=2
+$P NINFER_PM_TAILN=2 NINFER_PM_RING=1
+$P
+$P NINFER_PM_TAKE=2
+$P NINFER_PM_DIAG=3
+ROWS
+fi
