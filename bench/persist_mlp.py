@@ -865,6 +865,7 @@ def main():
             hbuf[0].copy_(h0)  # a kernel after the zeroing: the first launch's PDL edge is to it
             for i in range(n):
                 mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab[i:i + 1], wks[i], smem=smem)
+        run.keep = shared  # the kernels reach these buffers only through wks' pointers: keep them alive
         return run, hbuf[n]
 
     def launches(ls, h0):
