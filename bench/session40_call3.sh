@@ -22,6 +22,7 @@ $P
 $P NINFER_PM_TAKE=2
 $P NINFER_PM_TAILN=2
 $P NINFER_PM_RING=1
+$P NINFER_PM_PL=1
 ROWS
   NINFER_CB_UNIT=16384 timeout 100 python bench/chain_bound.py > $OUT/chain.txt 2>&1
   echo "chain_bound, 16 KB units"; grep -v compiling $OUT/chain.txt | cut -c1-200
