@@ -56,7 +56,8 @@ Measured on H100s (bench/RESULTS.md, sessions 36-40): correct in every form meas
 layer, fences) run at 0.74 of copy bandwidth against 0.88-0.90 for today's launches of the same blocks; the best form,
 NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1, at 0.874-0.881 against 0.888-0.898 (1.2-2.5 % more time);
 without gate_up's barrier and norm (DIAG=3, outputs wrong) 0.931-0.932. Session 40: with NINFER_PM_TDONE=1, level
-with the launches (3352-3359 us against 3338-3355).
+with the launches (3352-3359 us against 3338-3355); with NINFER_PM_TDONE=1 NINFER_PM_PACK=1, 0.4-1.4 % ahead of them
+(3227-3262 us against 3262-3303), the first form faster than today's launches.
 
     python bench/persist_mlp.py [--layers 64] [--check-layers 4]
 
