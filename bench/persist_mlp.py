@@ -805,23 +805,24 @@ def main():
     fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag", "xq1", "xg1", "ssg", "hc",
               "hflag", "copied", "tdone", "ssp", "pk", "ring")  # the kernel's Work
 
+    def work_bufs(p1, p2, n):  # the kernel's workspaces, forms and self-resetting counts (Work), but h and the zeroed
+        # counts and flags; RING's records for n layers
+        i32, z = torch.int32, torch.zeros
+        return dict(xq2=z(2 * I_, dtype=torch.uint8, device=dev), xg2=z(I_ // 128, 2, dtype=i32, device=dev),
+                    ws1=z(I_ // 16 * 2 * p1 * 16, device=dev), ws2=z(H // 16 * p2 * 16, device=dev),
+                    tc2=z(H // 16, dtype=i32, device=dev), gc=z(I_ // 128, dtype=i32, device=dev),
+                    xq1=z(2 * 2 * H, dtype=torch.uint8, device=dev), xg1=z(2 * (H // 128), 2, dtype=i32, device=dev),
+                    ssp=z(2 * (H // 16), device=dev), pk=z(H, dtype=torch.int64, device=dev),
+                    ring=z(max(n, 1) * sms * 5, dtype=torch.int64, device=dev), ssg=z(2 * (H // 128), device=dev),
+                    hc=z(H // 128, dtype=i32, device=dev))
+
     def persistent(ls, h0):
         if PL:
             return per_layer(ls, h0)
         n = len(ls)
         mod, smem, p1, p2 = build(H, I_, n, eps, dev)
         tab = table(ls)
-        bufs = dict(h=torch.zeros(2, H, dtype=torch.bfloat16, device=dev),
-                    xq2=torch.zeros(2 * I_, dtype=torch.uint8, device=dev),
-                    xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
-                    ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
-                    tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
-                    gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
-                    xq1=torch.zeros(2 * 2 * H, dtype=torch.uint8, device=dev),
-                    xg1=torch.zeros(2 * (H // 128), 2, dtype=torch.int32, device=dev),
-                    ssp=torch.zeros(2 * (H // 16), device=dev), pk=torch.zeros(H, dtype=torch.int64, device=dev),
-                    ring=torch.zeros(max(n, 1) * sms * 5, dtype=torch.int64, device=dev),
-                    ssg=torch.zeros(2 * (H // 128), device=dev), hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
+        bufs = dict(work_bufs(p1, p2, n), h=torch.zeros(2, H, dtype=torch.bfloat16, device=dev))
         ng2 = I_ // 128
         counts = torch.zeros(6 * n + ng2 + H // 128, dtype=torch.int32, device=dev)  # one zeroing a launch
         bufs["bar"], bufs["grab"], bufs["copied"] = counts[: 2 * n], counts[2 * n: 4 * n], counts[4 * n: 5 * n]
@@ -841,17 +842,7 @@ def main():
         mod, smem, p1, p2 = build(H, I_, 1, eps, dev)
         tab = table(ls)
         hbuf = torch.zeros(n + 1, H, dtype=torch.bfloat16, device=dev)
-        shared = dict(xq2=torch.zeros(2 * I_, dtype=torch.uint8, device=dev),
-                      xg2=torch.zeros(I_ // 128, 2, dtype=torch.int32, device=dev),
-                      ws1=torch.zeros(I_ // 16 * 2 * p1 * 16, device=dev), ws2=torch.zeros(H // 16 * p2 * 16, device=dev),
-                      tc2=torch.zeros(H // 16, dtype=torch.int32, device=dev),
-                      gc=torch.zeros(I_ // 128, dtype=torch.int32, device=dev),
-                      xq1=torch.zeros(2 * 2 * H, dtype=torch.uint8, device=dev),
-                      xg1=torch.zeros(2 * (H // 128), 2, dtype=torch.int32, device=dev),
-                      ssp=torch.zeros(2 * (H // 16), device=dev), pk=torch.zeros(H, dtype=torch.int64, device=dev),
-                      ring=torch.zeros(sms * 5, dtype=torch.int64, device=dev),
-                      ssg=torch.zeros(2 * (H // 128), device=dev),
-                      hc=torch.zeros(H // 128, dtype=torch.int32, device=dev))
+        shared = work_bufs(p1, p2, 1)
         ng2, per = I_ // 128, 6 + I_ // 128 + H // 128
         counts = torch.zeros(n * per, dtype=torch.int32, device=dev)  # one zeroing for all the launches
         wks = []

@@ -14,15 +14,4 @@ nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then echo "not an H200: nothing run"; exit 0; fi
 mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s36/* $NINFER_KERNEL_CACHE/
 export PYTHONPATH=$PYTHONPATH:$PWD/bench
-for u in 16384 32768; do
-  NINFER_CB_UNIT=$u timeout 90 python bench/chain_bound.py > $OUT/chain_u$u.txt 2>&1
-  echo "unit $u"; grep -v compiling $OUT/chain_u$u.txt | cut -c1-200
-done
-NINFER_CB_UNIT=16384 NINFER_CB_PRODUCTS=1 NINFER_CB_CONSUMERS=15 timeout 60 python bench/chain_bound.py --models 27B > $OUT/chain_p15.txt 2>&1
-echo "products, 15 consumer warps"; grep -E "copy bandwidth|units|the same|Error|error" $OUT/chain_p15.txt | cut -c1-200
-D="default (per tile 1..8 tokens, split 9..16)"; X="without norms, attention, GDN recurrence"
-timeout 130 python bench/quant.py --parts e2e --no-qgemv --lm-head int4 --models "27B W4A16 g128" --variants "$D;$X;$D" > $OUT/e2e27.txt 2>&1
-grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e27.txt | cut -c1-200
-timeout 80 python bench/quant.py --parts e2e --no-qgemv --lm-head int8 --models "8B W8A16 g128" --variants "$D;$X;$D" > $OUT/e2e8.txt 2>&1
-grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e8.txt | cut -c1-200
-timeout 60 python bench/qmv_balance.py > $OUT/bal.txt 2>&1; cat $OUT/bal.txt | cut -c1-200
+CB_UNITS="16384 32768" bash bench/h200_diag.sh

@@ -24,16 +24,7 @@ $P NINFER_PM_TAILN=2
 $P NINFER_PM_RING=1
 $P NINFER_PM_PL=1
 ROWS
-  NINFER_CB_UNIT=16384 timeout 100 python bench/chain_bound.py > $OUT/chain.txt 2>&1
-  echo "chain_bound, 16 KB units"; grep -v compiling $OUT/chain.txt | cut -c1-200
-  NINFER_CB_UNIT=16384 NINFER_CB_PRODUCTS=1 NINFER_CB_CONSUMERS=15 timeout 60 python bench/chain_bound.py --models 27B > $OUT/chain_p15.txt 2>&1
-  echo "products, 15 consumer warps"; grep -E "copy bandwidth|units|the same|Error|error" $OUT/chain_p15.txt | cut -c1-200
-  D="default (per tile 1..8 tokens, split 9..16)"; X="without norms, attention, GDN recurrence"
-  timeout 130 python bench/quant.py --parts e2e --no-qgemv --lm-head int4 --models "27B W4A16 g128" --variants "$D;$X;$D" > $OUT/e2e27.txt 2>&1
-  grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e27.txt | cut -c1-200
-  timeout 80 python bench/quant.py --parts e2e --no-qgemv --lm-head int8 --models "8B W8A16 g128" --variants "$D;$X;$D" > $OUT/e2e8.txt 2>&1
-  grep -E "^\| (8B|27B)|FAILED|Error|bandwidth|Traceback|usage" $OUT/e2e8.txt | cut -c1-200
-  timeout 60 python bench/qmv_balance.py > $OUT/bal.txt 2>&1; cut -c1-200 $OUT/bal.txt
+  bash bench/h200_diag.sh
 else
   PM_TIMEOUT=40 bash bench/pm_rows.sh .kc_s40 <<ROWS
 $P
