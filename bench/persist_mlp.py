@@ -40,10 +40,12 @@ The kernel (one block an SM, warp 0 the producer, CONSUMERS warps the consumers)
   NINFER_PM_BATCH=1 (a unit's copy of its groups of the form: every load, then every store), NINFER_PM_DIAG
   (measurement builds, outputs wrong). Session 40's, with FLOW=1: NINFER_PM_TDONE=1 (gate_up waits on a count of
   down tiles done, not a grid barrier), NINFER_PM_PACK=1 (with TDONE: down's parts summed exactly in fixed point by
-  packed 64-bit atomics, so a row's last part stores it with no second round trip), NINFER_PM_NORMP=1 (the norm from
-  the down tiles' sums of squares), NINFER_PM_TAKE / NINFER_PM_DEEP (the producer's units a take and takes in
-  flight), NINFER_PM_RING=1 (records the ring's fill and the wait's times at gate_up's boundary); with FLOW=3,
-  NINFER_PM_X2=1 (gate_up's form in two buffers).
+  packed 64-bit atomics, so a row's last part stores it with no second round trip), NINFER_PM_TAKE (the producer's
+  units a take), NINFER_PM_RING=1 (records the ring's fill and the wait's times at gate_up's boundary),
+  NINFER_PM_TAILN / NINFER_PM_TAILG (down's short last parts), NINFER_PM_PL (a launch a layer, PDL between them; not
+  yet measured right); with FLOW=3, NINFER_PM_X2=1 (gate_up's form in two buffers). Two lost and were taken out
+  (commit 4304f00 has them): NINFER_PM_NORMP (the norm from the down tiles' sums of squares) and NINFER_PM_DEEP=2
+  (two takes in flight).
 - Session 37 also measured units taken ahead and asked of L2 (NINFER_PM_AHEAD,
   NINFER_PM_WHEN_FULL) and a flagged form's groups copied once a block rather than once a unit (NINFER_PM_CACHE),
   and session 39 three more: cooperative stages (NINFER_PM_COOP: every consumer warp
@@ -99,10 +101,6 @@ BATCH = int(os.environ.get("NINFER_PM_BATCH", "0"))
 # to a count a layer), and each block's consumers wait for all HID / 16 tiles (what the barrier waited for, without
 # every block's consumers meeting first)
 TDONE = int(os.environ.get("NINFER_PM_TDONE", "0"))
-# FLOW 1: 1 the last part of each down tile also stores its 16 new residual values' sum of squares, and each consumer
-# warp sums those HID / 16 parts itself, loaded with its residual values (no block-wide sum, one meeting fewer). The
-# sum's order differs from add_rms_norm's, so a normed value may differ by a rounding
-NORMP = int(os.environ.get("NINFER_PM_NORMP", "0"))
 # FLOW 3: 1 gate_up's form in two buffers (by the layer's parity), so a group's form for layer l + 1 waits only for
 # every block's copy of layer l - 1's, and that wait comes after the group's loads (0: one buffer, layer l's copies
 # awaited before the loads)
@@ -112,9 +110,8 @@ X2 = int(os.environ.get("NINFER_PM_X2", "0"))
 # the atomic's answer and stores h at once (no workspace, no second round trip); TDONE then counts rows, HID a layer.
 # The sum is exact in fixed point, so its order does not matter (the same bits every run)
 PACK = int(os.environ.get("NINFER_PM_PACK", "0"))
-# the producer: units a take from the segment's count (TAKE), and takes in flight (DEEP, 1 or 2)
+# the producer: units a take from the segment's count (1: one, with the next take asked for while it is copied)
 TAKE = int(os.environ.get("NINFER_PM_TAKE", "1"))
-DEEP = int(os.environ.get("NINFER_PM_DEEP", "1"))
 # FLOW 1 with TDONE, a measurement (outputs right): 1 each block records, at each gate_up boundary, its ring's stages
 # filled and not yet multiplied, and the global timer, as the wait begins, as it ends and once the form is made; the
 # script prints their means
@@ -149,11 +146,9 @@ SOURCE = r"""
 #define REL %(rel)d
 #define BATCH %(batch)d
 #define TDONE %(tdone)d
-#define NORMP %(normp)d
 #define X2 %(x2)d
 #define PACK %(pack)d
 #define TAKE %(take)d
-#define DEEP %(deep)d
 #define RING %(ring)d
 #define PL %(pl)d
 #define TAILN %(tailn)d
@@ -189,7 +184,6 @@ struct Work {
     int *hflag;     // [NG1] the last layer + 1 whose input form of the group is written (zeroed before the launch)
     int *copied;    // FLOW 3: [NL] the blocks that have copied layer l's input form (zeroed likewise)
     int *tdone;     // TDONE: [NL] layer l's down tiles done (zeroed likewise)
-    float *ssp;     // NORMP: [2][T2] each down tile's sum of squares of its 16 new residual values, by layer parity
     unsigned long long *pk;  // PACK: [HID] each row's parts counted (top 8 bits) and summed (zeroed; the last resets)
     long long *ring;  // RING: [NL][blocks][5]: stages filled and not multiplied at the wait's start and after the form,
                       // the global timer (ns) at the wait's start, its end, after the form
@@ -336,7 +330,7 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         // loaded beside the atomics, so a row's last part stores h with no further round trip
         int done = 0;
         if (tq == 0) {  // both rows' loads and atomics issued before either answer is used: one round trip
-            constexpr long long OFF = 1ll << 51;  // each part's fixed-point value + OFF is positive
+            constexpr long long OFF = 1ll << 51;  // each part's fixed-point value + OFF is positive (|sum| < 2^27)
             float hv[2];
             unsigned long long old[2], add[2];
 #pragma unroll
@@ -377,23 +371,15 @@ __device__ __forceinline__ void epilogue(const Meta &m, int l, bool up, const bf
         }
         if (!__shfl_sync(~0u, fin, 0)) return;
         count_acquired();
-        float hq = 0.f;
         if (lane < 16) {  // down's row, rounded to bf16, plus the residual, rounded as add_rms_norm stores h
             float ys = 0.f;
             for (int p = 0; p < P2; p++) ys += __ldcg(ws + p * 16 + lane);
             const int row = m.tile * 16 + lane;
             const float hv = __bfloat162float(__ldcg(hin + row));
-            const bf16 hn = __float2bfloat16_rn(bf16r(ys) + hv);
-            wk.h[((l + 1) & 1) * HID + row] = hn;
-            hq = __bfloat162float(hn) * __bfloat162float(hn);
+            wk.h[((l + 1) & 1) * HID + row] = __float2bfloat16_rn(bf16r(ys) + hv);
         }
         if (lane == 0) wk.tc2[m.tile] = 0;
-        if (FLOW == 1 && NORMP) {  // the tile's sum of squares (lanes 16-31 add zeros), for the next layer's norm
-#pragma unroll
-            for (int o = 8; o; o >>= 1) hq += __shfl_xor_sync(~0u, hq, o);
-            if (lane == 0) wk.ssp[((l + 1) & 1) * T2 + m.tile] = hq;
-        }
-        if (FLOW == 1 && TDONE) {  // the tile is done: its rows (and sum) released with the count
+        if (FLOW == 1 && TDONE) {  // the tile is done: its rows released with the count
             before_flag();
             if (lane == 0) asm volatile("red.release.gpu.global.add.s32 [%%0], 1;" ::"l"(wk.tdone + l) : "memory");
         }
@@ -542,7 +528,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
         };
         for (int s = 0; s < 2 * NL; s++) {
             const unsigned units = (s & 1) == 0 ? T1 * 2 * P1 : T2 * P2;
-#if TAKE == 1 && DEEP == 1
+#if TAKE == 1
             unsigned u = atomicAdd(wk.grab + s, 1u);
             while (u < units) {
                 const unsigned next = atomicAdd(wk.grab + s, 1u);  // the next unit asked for while this one is copied
@@ -550,12 +536,11 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
                 u = next;
             }
 #else
-            unsigned u = atomicAdd(wk.grab + s, (unsigned)TAKE), u2 = DEEP == 2 ? atomicAdd(wk.grab + s, (unsigned)TAKE) : 0u;
+            unsigned u = atomicAdd(wk.grab + s, (unsigned)TAKE);
             while (u < units) {
                 const unsigned next = atomicAdd(wk.grab + s, (unsigned)TAKE);  // asked for while these are copied
                 for (int i = 0; i < TAKE && u + i < units; i++) fill(s, u + i);
-                if (DEEP == 2) u = u2, u2 = next;
-                else u = next;
+                u = next;
             }
 #endif
             *(volatile int *)&seg_end[s] = count;  // before any stage of a later segment is filled
@@ -614,27 +599,11 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
         } else if (up) {  // RMSNorm of layer l's residual row and its fixed-point form, into xs / xgs (every block, the same)
             uint4 hv[NV];
             float ss = 0.f;
-            const bool parts = FLOW == 1 && NORMP && l > 0;  // the down tiles' sums (layer 0's row has none)
-            constexpr int NPART = (T2 + 31) / 32;
-            float pq[NPART];
-            if (parts) {
-#pragma unroll
-                for (int i = 0; i < NPART; i++)
-                    pq[i] = lane + 32 * i < T2 ? __ldcg(wk.ssp + (l & 1) * T2 + lane + 32 * i) : 0.f;
-            }
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int v = t + k * CONSUMERS * 32;
                 if (v < HID / 8) hv[k] = __ldcg(reinterpret_cast<const uint4 *>(hin) + v);
             }
-            float rs;
-            if (parts) {  // every warp sums the same parts in the same order: the same scale in every warp
-#pragma unroll
-                for (int i = 0; i < NPART; i++) ss += pq[i];
-#pragma unroll
-                for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
-                rs = rsqrtf(ss / (float)HID + EPS);
-            } else {
 #pragma unroll
             for (int k = 0; k < NV; k++) {
                 const int v = t + k * CONSUMERS * 32;
@@ -651,8 +620,7 @@ extern "C" __global__ void __launch_bounds__(32 * (CONSUMERS + 1), 1)
             cons_sync();
             ss = 0.f;
             for (int w = 0; w < CONSUMERS; w++) ss += rsum[w];
-            rs = rsqrtf(ss / (float)HID + EPS);
-            }
+            const float rs = rsqrtf(ss / (float)HID + EPS);
 #pragma unroll
             for (int k = 0; k < NV; k++) {  // values 8 v .. 8 v + 7, v's group v / 16: 16 lanes a group
                 const int v = t + k * CONSUMERS * 32;
@@ -752,7 +720,7 @@ def build(h: int, inter: int, layers: int, eps: float, dev):
 
     p1, p2 = -(-(h // 128) // UG), -(-(inter // 128 - TAILN * TAILG) // UG) + TAILN
     body = SOURCE % dict(stages=STAGES, consumers=CONSUMERS, ug=UG, h=h, i=inter, layers=layers, p1=p1, p2=p2,
-                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, normp=NORMP, x2=X2, pack=PACK, take=TAKE, deep=DEEP, ring=RING, pl=PL if layers == 1 else 0, tailn=TAILN, tailg=TAILG)
+                         eps=eps, diag=DIAG, flow=FLOW, rel=REL, batch=BATCH, tdone=TDONE, x2=X2, pack=PACK, take=TAKE, ring=RING, pl=PL if layers == 1 else 0, tailn=TAILN, tailg=TAILG)
     src = "#include <ninfer/fixed_point.cuh>\n" + HELPERS + body
     cubin, _ = compile_cubin(src, "persist_mlp", "sm_90")
     mod = Module(cubin, dev.index or 0, "persist_mlp", pdl_arch="sm_90")
@@ -803,7 +771,7 @@ def main():
         return torch.tensor(rows, dtype=torch.int64, device=dev)
 
     fields = ("h", "xq2", "xg2", "ws1", "ws2", "tc2", "gc", "bar", "grab", "gflag", "xq1", "xg1", "ssg", "hc",
-              "hflag", "copied", "tdone", "ssp", "pk", "ring")  # the kernel's Work
+              "hflag", "copied", "tdone", "pk", "ring")  # the kernel's Work
 
     def work_bufs(p1, p2, n):  # the kernel's workspaces, forms and self-resetting counts (Work), but h and the zeroed
         # counts and flags; RING's records for n layers
@@ -812,7 +780,7 @@ def main():
                     ws1=z(I_ // 16 * 2 * p1 * 16, device=dev), ws2=z(H // 16 * p2 * 16, device=dev),
                     tc2=z(H // 16, dtype=i32, device=dev), gc=z(I_ // 128, dtype=i32, device=dev),
                     xq1=z(2 * 2 * H, dtype=torch.uint8, device=dev), xg1=z(2 * (H // 128), 2, dtype=i32, device=dev),
-                    ssp=z(2 * (H // 16), device=dev), pk=z(H, dtype=torch.int64, device=dev),
+                    pk=z(H, dtype=torch.int64, device=dev),
                     ring=z(max(n, 1) * sms * 5, dtype=torch.int64, device=dev), ssg=z(2 * (H // 128), device=dev),
                     hc=z(H // 128, dtype=i32, device=dev))
 
