@@ -1,4 +1,5 @@
 # Session 40, call 1. Kernels: bash bench/precompile_sm90.sh .kc_s40 (carried).
+# Its NORMP rows need commit 4304f00 or earlier (NORMP was taken out after the session).
 # On an H200 (the goals' GPU), what no call has measured there yet:
 # - bench/chain_bound.py, both models, 16 KB dealt units (and the 27B with int4 IMMA products in 15 consumer warps):
 #   do today's launches stream near 0.9 of copy bandwidth there too, and does the persistent form gain more than the
