@@ -822,7 +822,7 @@ def main():
 
         def run():
             counts.zero_()
-            hbuf[0].copy_(h0)  # a kernel after the zeroing: the first launch's PDL edge is to it
+            hbuf[0].copy_(h0)  # before the launches in stream order; PDL relaxes only a kernel-to-kernel edge
             for i in range(n):
                 mod["persist_mlp"]((sms,), (32 * (CONSUMERS + 1),), tab[i:i + 1], wks[i], smem=smem)
         run.keep = shared  # the kernels reach these buffers only through wks' pointers: keep them alive

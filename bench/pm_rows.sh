@@ -5,10 +5,7 @@
 #     NINFER_PM_REL=1 bash bench/pm_rows.sh .kc_s38 <<'ROWS'
 #     NINFER_PM_FLOW=1 NINFER_PM_BATCH=1
 #     ROWS
-source bench/device_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-mkdir -p $NINFER_KERNEL_CACHE && cp ${1:-.kc_s38}/* $NINFER_KERNEL_CACHE/
-export PYTHONPATH=$PYTHONPATH:$PWD/bench
+[ -n "${PM_READY:-}" ] || source bench/pm_env.sh ${1:-.kc_s38}  # unless the calling script did it (bench/pm_env.sh)
 n=0
 while read -r row; do
   n=$((n+1))

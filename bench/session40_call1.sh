@@ -8,10 +8,7 @@
 # - bench/qmv_balance.py: do the 320-tile GEMVs lose to uneven blocks an SM on the H200?
 # - bench/persist_mlp.py, the best form and this session's TDONE + NORMP, against today's launches.
 # On any other GPU: the persist_mlp rows only (this session's TDONE, NORMP, X2 beside the best form).
-source bench/device_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s40/* $NINFER_KERNEL_CACHE/
-export PYTHONPATH=$PYTHONPATH:$PWD/bench
+source bench/pm_env.sh .kc_s40
 B="NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   PM_TIMEOUT=45 bash bench/pm_rows.sh .kc_s40 <<ROWS

@@ -9,10 +9,7 @@
 # - bench/persist_mlp.py, session 39's best form and TDONE + PACK (with TAKE=2, TAILN=2, RING), against today's launches.
 # On any other GPU: the persist_mlp rows only: TDONE + PACK with TAKE=2, short tail parts of down (TAILN), PL=1 again and PL=2 (a
 # launch a layer; 2: waiting before the trigger), RING, and DIAG=3 (no boundary before gate_up, outputs wrong).
-source bench/device_env.sh
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
-mkdir -p $NINFER_KERNEL_CACHE && cp .kc_s40/* $NINFER_KERNEL_CACHE/
-export PYTHONPATH=$PYTHONPATH:$PWD/bench
+source bench/pm_env.sh .kc_s40
 B="NINFER_PM_FLOW=1 NINFER_PM_REL=1 NINFER_PM_BATCH=1"
 P="$B NINFER_PM_TDONE=1 NINFER_PM_PACK=1"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
